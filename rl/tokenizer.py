@@ -1,0 +1,42 @@
+"""Load the tokenizer a recipe names: a folder shipped in `rl/assets/tokenizers/`, or a local path.
+
+Tokenizers load offline only: engine machines (and the GPU machine) cannot download.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import PreTrainedTokenizerFast
+
+ASSETS_DIR = Path(__file__).resolve().parent / "assets" / "tokenizers"
+
+
+def shipped_tokenizers() -> list[str]:
+    """Names usable as `model.tokenizer` without a path."""
+    return sorted(p.name for p in ASSETS_DIR.iterdir() if (p / "tokenizer.json").is_file())
+
+
+def resolve_tokenizer_dir(name_or_path: str) -> Path:
+    """A name without '/' is a shipped tokenizer; anything with a '/' is a local directory."""
+    if "/" in name_or_path:
+        path = Path(name_or_path).expanduser()
+        if not path.is_dir():
+            raise ValueError(f"model.tokenizer: no such directory {name_or_path!r}")
+        return path
+    path = ASSETS_DIR / name_or_path
+    if not (path / "tokenizer.json").is_file():
+        raise ValueError(
+            f"model.tokenizer: unknown tokenizer {name_or_path!r}; shipped ones are "
+            f"{shipped_tokenizers()} (or give a local path containing a '/')"
+        )
+    return path
+
+
+def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerFast:
+    """Load a Hugging Face fast tokenizer that has pad and eos tokens."""
+    path = resolve_tokenizer_dir(name_or_path)
+    tok = PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
+    if tok.pad_token_id is None or tok.eos_token_id is None:
+        raise ValueError(f"model.tokenizer: {name_or_path!r} must define both a pad and an eos token")
+    return tok
