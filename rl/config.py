@@ -1,0 +1,308 @@
+"""Typed view of a resolved recipe (docs/architecture.md, "The recipe").
+
+The harness validates recipes against its JSON Schema, but the engine can also be run by hand,
+so it checks again here: every section is a keyword-only dataclass, unknown keys are a
+`ValueError` that names the key and lists the valid ones, and cross-field rules name the field
+to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+
+__all__ = [
+    "AlgorithmConfig",
+    "CheckpointConfig",
+    "ClusterConfig",
+    "DataPlaneConfig",
+    "GenerationConfig",
+    "LossSection",
+    "ModelConfig",
+    "OptimizerConfig",
+    "ParallelConfig",
+    "PolicyConfig",
+    "RunConfig",
+    "TaskConfig",
+    "WarmStartConfig",
+    "load_config",
+    "parse_config",
+]
+
+
+@dataclass(kw_only=True)
+class ModelConfig:
+    family: str = "qwen3_5"
+    modality: str = "text"
+    path: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    tokenizer: str = "arith"
+
+
+@dataclass(kw_only=True)
+class ClusterConfig:
+    nodes: int = 1
+    devices_per_node: int = 1
+    device: str = "cpu"
+
+
+@dataclass(kw_only=True)
+class ParallelConfig:
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    etp: int = 1
+    sp: bool = False
+
+
+@dataclass(kw_only=True)
+class OptimizerConfig:
+    lr: float = 1.0e-4
+    weight_decay: float = 0.0
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1.0e-8
+    grad_clip: float = 1.0
+
+
+@dataclass(kw_only=True)
+class PolicyConfig:
+    backend: str = "torch"
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    micro_batch_size: int = 8
+    precision: str = "fp32"
+    distributed_optimizer: bool = False
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+
+
+@dataclass(kw_only=True)
+class GenerationConfig:
+    backend: str = "torch"
+    tp: int = 1
+    max_new_tokens: int = 8
+    temperature: float = 1.0
+
+
+@dataclass(kw_only=True)
+class LossSection:
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    kl_beta: float = 0.0
+    is_correction: bool = True
+    truncation: str | None = None
+    tis_cap: float = 2.0
+    icepop_low: float = 0.5
+    icepop_high: float = 2.0
+
+
+@dataclass(kw_only=True)
+class WarmStartConfig:
+    steps: int = 0
+    lr: float = 3.0e-3
+    batch_size: int = 32
+
+
+@dataclass(kw_only=True)
+class AlgorithmConfig:
+    name: str = "grpo"
+    seed: int = 42
+    num_steps: int = 20
+    prompts_per_step: int = 16
+    generations_per_prompt: int = 4
+    baseline: str = "leave_one_out"
+    normalize_rewards: bool = True
+    dynamic_sampling: bool = False
+    overlong_filtering: bool = False
+    loss: LossSection = field(default_factory=LossSection)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+
+
+@dataclass(kw_only=True)
+class TaskConfig:
+    name: str = "arith"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class TQConfig:
+    num_storage_units: int = 1
+
+
+@dataclass(kw_only=True)
+class DataPlaneConfig:
+    backend: str = "legacy"
+    tq: TQConfig = field(default_factory=TQConfig)
+
+
+@dataclass(kw_only=True)
+class CheckpointConfig:
+    every_steps: int = 0
+
+
+@dataclass(kw_only=True)
+class ChecksConfig:
+    """Read by the harness; the engine only carries it so a resolved recipe parses."""
+
+    thresholds: str | None = None
+    hardware: str | None = None
+    invariants: bool = True
+    parity: dict[str, Any] | None = None
+
+
+@dataclass(kw_only=True)
+class LimitsConfig:
+    timeout_s: float = 600.0
+    gpu_hours: float = 0.0
+
+
+@dataclass(kw_only=True)
+class RunConfig:
+    name: str
+    description: str = ""
+    engine: Any = "rl"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    data_plane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
+    env: dict[str, str] = field(default_factory=dict)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    checks: ChecksConfig = field(default_factory=ChecksConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    # `--scale tiny` overrides; applied by the harness, ignored here.
+    tiny: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        """Policy ranks: nodes x devices per node (CPU ranks when device is cpu)."""
+        return self.cluster.nodes * self.cluster.devices_per_node
+
+    @property
+    def dp_size(self) -> int:
+        p = self.policy.parallel
+        return self.world_size // (p.tp * p.pp * p.cp)
+
+    @property
+    def batch_rows(self) -> int:
+        return self.algorithm.prompts_per_step * self.algorithm.generations_per_prompt
+
+
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "model.family": ("qwen3_5", "qwen3_5_moe"),
+    "model.modality": ("text", "vision"),
+    "cluster.device": ("cpu", "h100", "h200", "a100"),
+    "policy.precision": ("fp32", "bf16"),
+    "generation.backend": ("torch", "vllm"),
+    "algorithm.name": ("grpo",),
+    "algorithm.baseline": ("leave_one_out", "mean"),
+    "algorithm.loss.truncation": (None, "tis", "icepop"),
+    "data_plane.backend": ("legacy", "tq"),
+}
+
+
+def _build(cls: type, data: Any, path: str) -> Any:
+    """Build dataclass `cls` from a mapping, rejecting unknown keys by their dotted path."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path or 'recipe'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        dotted = f"{path}.{key}" if path else str(key)
+        if key not in names:
+            raise ValueError(f"unknown recipe key {dotted!r}; valid keys here: {', '.join(names)}")
+        kwargs[key] = _coerce(hints[key], value, dotted)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a required field is missing
+        raise ValueError(f"{path or 'recipe'}: {exc}") from None
+
+
+def _coerce(hint: Any, value: Any, path: str) -> Any:
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, path)
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        if value is None:
+            return None
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _coerce(inner[0], value, path) if len(inner) == 1 else value
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool):
+        if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
+            raise ValueError(f"{path}: expected {hint.__name__}, got {value!r}")
+    if origin is dict and not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a mapping, got {value!r}")
+    if origin is list and not isinstance(value, list):
+        raise ValueError(f"{path}: expected a list, got {value!r}")
+    return value
+
+
+def _lookup(cfg: RunConfig, dotted: str) -> Any:
+    obj: Any = cfg
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _validate(cfg: RunConfig) -> None:
+    for dotted, choices in _CHOICES.items():
+        value = _lookup(cfg, dotted)
+        if value not in choices:
+            raise ValueError(f"{dotted}: {value!r} is not one of {list(choices)}")
+    positive = ["cluster.nodes", "cluster.devices_per_node", "policy.micro_batch_size",
+                "generation.max_new_tokens", "algorithm.num_steps", "algorithm.prompts_per_step",
+                "algorithm.generations_per_prompt"]
+    for dotted in positive:
+        if _lookup(cfg, dotted) < 1:
+            raise ValueError(f"{dotted}: must be >= 1, got {_lookup(cfg, dotted)}")
+    if cfg.algorithm.generations_per_prompt < 2:
+        raise ValueError("algorithm.generations_per_prompt: GRPO needs >= 2 samples per prompt")
+    p = cfg.policy.parallel
+    model_parallel = p.tp * p.pp * p.cp
+    if cfg.world_size % model_parallel:
+        raise ValueError(f"policy.parallel: tp*pp*cp={model_parallel} does not divide the "
+                         f"world size {cfg.world_size} (cluster.nodes * cluster.devices_per_node)")
+    if cfg.batch_rows % cfg.dp_size:
+        raise ValueError(f"algorithm.prompts_per_step: prompts_per_step*generations_per_prompt="
+                         f"{cfg.batch_rows} must be divisible by the data-parallel size {cfg.dp_size}")
+    if cfg.checkpoint.every_steps < 0:
+        raise ValueError("checkpoint.every_steps: must be >= 0 (0 = only at the end)")
+    if cfg.generation.temperature <= 0:
+        raise ValueError("generation.temperature: must be > 0 (GRPO samples)")
+    for key, value in cfg.env.items():
+        if not isinstance(value, str):
+            raise ValueError(f"env.{key}: environment values must be strings, got {value!r}")
+
+
+def parse_config(data: dict[str, Any]) -> RunConfig:
+    """Build and validate a `RunConfig` from a resolved recipe mapping."""
+    if isinstance(data, dict) and "defaults" in data:
+        raise ValueError("recipe key 'defaults': resolve the recipe with the harness first "
+                         "(`harness show`), the engine reads resolved recipes only")
+    cfg = _build(RunConfig, data, "")
+    _validate(cfg)
+    return cfg
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read a resolved recipe YAML file."""
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    return parse_config(data)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Plain-dict view (for logging and for shipping to workers)."""
+    return dataclasses.asdict(cfg)

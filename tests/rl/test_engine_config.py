@@ -1,0 +1,48 @@
+"""Recipe parsing: typed sections, unknown keys rejected by dotted path, cross-field rules."""
+
+from pathlib import Path
+
+import pytest
+
+from rl.config import load_config, parse_config
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "arith_grpo_cpu.yaml"
+
+
+def _base():
+    return {"name": "t", "cluster": {"devices_per_node": 2},
+            "algorithm": {"prompts_per_step": 4, "generations_per_prompt": 4}}
+
+
+def test_defaults_and_types():
+    cfg = parse_config({**_base(), "policy": {"optimizer": {"lr": 1}}})
+    assert cfg.dp_size == 2 and cfg.batch_rows == 16
+    assert isinstance(cfg.policy.optimizer.lr, float)
+    assert cfg.algorithm.loss.truncation is None
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"algorithm": {"los": {}}}, "algorithm.los"),
+    ({"policy": {"parallel": {"dp": 2}}}, "policy.parallel.dp"),
+    ({"bogus": 1}, "bogus"),
+])
+def test_unknown_keys_name_the_path(data, field):
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        parse_config({**_base(), **data})
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"algorithm": {"prompts_per_step": 3, "generations_per_prompt": 3}}, "prompts_per_step"),
+    ({"data_plane": {"backend": "kafka"}}, "data_plane.backend"),
+    ({"algorithm": {"loss": {"truncation": "clip"}}}, "truncation"),
+    ({"cluster": {"devices_per_node": "two"}}, "cluster.devices_per_node"),
+    ({"defaults": ["base"]}, "defaults"),
+])
+def test_bad_values_name_the_field(data, field):
+    with pytest.raises(ValueError, match=field):
+        parse_config({**_base(), **data})
+
+
+def test_shipped_recipe_parses():
+    cfg = load_config(RECIPE)
+    assert cfg.name == "arith_grpo_cpu" and cfg.dp_size == 2
