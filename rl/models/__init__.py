@@ -1,0 +1,21 @@
+"""Models of the `rl` engine: Qwen3.5 Hugging Face classes built from a config, and log-probs.
+
+    model = build_model(recipe["model"], vocab_size=len(tokenizer), seed=42)
+    lp = token_logprobs(model, input_ids, attention_mask)   # [B, T], out[:, 0] = 0
+"""
+
+from rl.models import qwen3_5 as _qwen3_5  # noqa: F401  (registers the qwen3_5 families)
+from rl.models.logprobs import gather_logprobs, token_logprobs
+from rl.models.registry import ModelBuilder, Registry, build_model, registry
+from rl.models.tiny_configs import TINY_CONFIGS, tiny_config
+
+__all__ = [
+    "ModelBuilder",
+    "Registry",
+    "TINY_CONFIGS",
+    "build_model",
+    "gather_logprobs",
+    "registry",
+    "tiny_config",
+    "token_logprobs",
+]

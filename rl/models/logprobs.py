@@ -1,0 +1,42 @@
+"""Per-token log-probabilities under a causal LM (teacher forcing).
+
+The one formula, `gather_logprobs`, is shared with the sampler so that log-probs recorded at
+generation time and recomputed here differ only by the model's own numerics (the refit and
+parity checks compare them).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel
+
+
+def gather_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    """log_softmax(logits)[..., token_ids] computed in fp32; shapes [..., V] and [...] -> [...]."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return logp.gather(-1, token_ids.unsqueeze(-1)).squeeze(-1)
+
+
+def token_logprobs(
+    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> torch.Tensor:
+    """out[:, t] = log p(input_ids[:, t] | input_ids[:, :t]); out[:, 0] = 0; padding gives 0.
+
+    Sequences are right-padded, so default positions (0..T-1) are right for every row and the
+    causal model never lets padding influence a real token. Differentiable when called with
+    grad enabled (the training loss uses it).
+
+    Args:
+        input_ids: LongTensor [B, T].
+        attention_mask: LongTensor [B, T], 1 on real tokens, a prefix of each row.
+    Returns:
+        FloatTensor [B, T] (float32).
+    """
+    if input_ids.shape != attention_mask.shape or input_ids.dim() != 2:
+        raise ValueError(
+            f"input_ids {tuple(input_ids.shape)} and attention_mask {tuple(attention_mask.shape)} must be equal [B, T]"
+        )
+    out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+    lp = gather_logprobs(out.logits[:, :-1], input_ids[:, 1:])
+    lp = lp * attention_mask[:, 1:].to(lp.dtype)
+    return torch.cat([lp.new_zeros(lp.shape[0], 1), lp], dim=1)

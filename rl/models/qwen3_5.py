@@ -1,0 +1,101 @@
+"""The Qwen3.5 families (dense `qwen3_5`, mixture-of-experts `qwen3_5_moe`) as HF causal LMs.
+
+Both are hybrid stacks (gated-delta-rule linear attention plus every 4th layer full attention).
+Text only for now: the vision-language classes need image inputs that no task produces yet.
+Built from config the weights are fp32 and a pure function of (config, seed); from a path they
+are loaded offline.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import torch
+from transformers import (
+    PretrainedConfig,
+    PreTrainedModel,
+    Qwen3_5ForCausalLM,
+    Qwen3_5MoeForCausalLM,
+    Qwen3_5MoeTextConfig,
+    Qwen3_5TextConfig,
+)
+
+from rl.models.registry import registry
+from rl.models.tiny_configs import tiny_config
+
+# family -> (config class, causal LM class)
+FAMILIES: dict[str, tuple[type[PretrainedConfig], type[PreTrainedModel]]] = {
+    "qwen3_5": (Qwen3_5TextConfig, Qwen3_5ForCausalLM),
+    "qwen3_5_moe": (Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM),
+}
+
+
+def check_config_fields(family: str, fields: dict) -> None:
+    """HF configs swallow unknown kwargs; we refuse them so that a typo is not silently ignored."""
+    config_cls = FAMILIES[family][0]
+    known = set(config_cls().to_dict())
+    for key in fields:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=3)
+            hint = f"; did you mean {close}?" if close else ""
+            raise ValueError(f"model.config.{key}: not a {config_cls.__name__} field{hint}")
+
+
+def make_config(family: str, overrides: dict, *, vocab_size: int) -> PretrainedConfig:
+    """The family's tiny defaults, the recipe's overrides, and the tokenizer's vocabulary size."""
+    check_config_fields(family, overrides)
+    fields = tiny_config(family, overrides)
+    fields["vocab_size"] = int(fields.get("vocab_size", vocab_size))
+    if fields["vocab_size"] < vocab_size:
+        raise ValueError(
+            f"model.config.vocab_size: {fields['vocab_size']} is smaller than the tokenizer's {vocab_size}"
+        )
+    if len(fields["layer_types"]) != fields["num_hidden_layers"]:
+        raise ValueError(
+            f"model.config.layer_types: {len(fields['layer_types'])} entries for "
+            f"num_hidden_layers={fields['num_hidden_layers']}"
+        )
+    return FAMILIES[family][0](**fields)
+
+
+def _init_from_config(config: PretrainedConfig, model_cls: type[PreTrainedModel], seed: int) -> PreTrainedModel:
+    # fork_rng: seeding must not disturb the caller's global RNG stream.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_cls(config)
+    return model.to(torch.float32)
+
+
+def _load_from_path(path: str, model_cls: type[PreTrainedModel], overrides: dict, vocab_size: int) -> PreTrainedModel:
+    if not Path(path).expanduser().is_dir():
+        raise ValueError(f"model.path: no such directory {path!r}")
+    model = model_cls.from_pretrained(
+        str(Path(path).expanduser()), local_files_only=True, dtype=torch.float32, **overrides
+    )
+    if model.config.vocab_size < vocab_size:
+        raise ValueError(
+            f"model.path: checkpoint vocab_size {model.config.vocab_size} is smaller than the tokenizer's {vocab_size}"
+        )
+    return model
+
+
+def _builder(family: str):
+    def build(model_cfg: dict, *, vocab_size: int, seed: int) -> PreTrainedModel:
+        if model_cfg.get("modality", "text") != "text":
+            raise ValueError(f"model.modality: family {family!r} supports only 'text' in the rl engine")
+        overrides = dict(model_cfg.get("config") or {})
+        model_cls = FAMILIES[family][1]
+        if model_cfg.get("path"):
+            check_config_fields(family, overrides)
+            model = _load_from_path(model_cfg["path"], model_cls, overrides, vocab_size)
+        else:
+            model = _init_from_config(make_config(family, overrides, vocab_size=vocab_size), model_cls, seed)
+        return model.eval()
+
+    build.__name__ = f"build_{family}"
+    return build
+
+
+for _family in FAMILIES:
+    registry[_family] = _builder(_family)

@@ -1,0 +1,60 @@
+"""Model families by name, and `build_model`, the one entry point the engine uses.
+
+A family builder turns a recipe's `model` section into a Hugging Face `PreTrainedModel`.
+Families register themselves in `registry` (one file per family); a name registered twice is
+an error, so two files cannot silently fight over a family.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from transformers import PreTrainedModel
+
+MODALITIES = ("text", "vision")
+
+
+class ModelBuilder(Protocol):
+    def __call__(self, model_cfg: dict, *, vocab_size: int, seed: int) -> PreTrainedModel: ...
+
+
+class Registry(dict):
+    """A dict of name -> builder that refuses to overwrite a name."""
+
+    def __setitem__(self, name: str, builder: ModelBuilder) -> None:
+        if name in self:
+            raise ValueError(f"model family {name!r} is already registered (by {self[name]!r})")
+        super().__setitem__(name, builder)
+
+    def register(self, name: str) -> Callable[[ModelBuilder], ModelBuilder]:
+        """Decorator: `@registry.register("qwen3_5")`."""
+
+        def deco(builder: ModelBuilder) -> ModelBuilder:
+            self[name] = builder
+            return builder
+
+        return deco
+
+
+registry: Registry = Registry()
+
+
+def build_model(model_cfg: dict, *, vocab_size: int, seed: int) -> PreTrainedModel:
+    """Build the recipe's model: from `config` (seeded init) when `path` is null, else from `path`.
+
+    Args:
+        model_cfg: the recipe's `model` section: family, modality, path, config (HF field overrides).
+        vocab_size: the tokenizer's vocabulary size (`len(tokenizer)`).
+        seed: initial weights are a pure function of (config, seed).
+    Raises:
+        ValueError: unknown family, unsupported modality, or bad config fields.
+    """
+    family = model_cfg.get("family")
+    if family not in registry:
+        raise ValueError(f"model.family: unknown family {family!r}; known: {sorted(registry)}")
+    modality = model_cfg.get("modality", "text")
+    if modality not in MODALITIES:
+        raise ValueError(f"model.modality: {modality!r} is not one of {list(MODALITIES)}")
+    if vocab_size <= 0:
+        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+    return registry[family](model_cfg, vocab_size=vocab_size, seed=seed)
