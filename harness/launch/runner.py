@@ -1,0 +1,185 @@
+"""Runs one engine command to its end: log, progress, time limit, Ctrl-C, final status.json.
+
+The engine writes straight into engine.log through the file descriptor it inherits (not through a
+pipe we read), so its output survives the harness being killed. It runs in its own session, so a
+terminal's Ctrl-C reaches only the harness, which forwards it to the whole engine group.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from harness.launch.group import child_subreaper, live_members, signal_group, stop_group, wait_group_empty
+from harness.launch.progress import ProgressBar
+from harness.launch.status import HARNESS_PREFIX, log_tail, merge_status, read_status, write_status
+from harness.launch.tail import MetricsTail
+
+STATES = ("completed", "failed", "timeout", "interrupted")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchResult:
+    """How the engine process ended, as also written to status.json."""
+
+    state: str  # one of STATES
+    exit_code: int | None
+    wall_s: float
+    last_step: int
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "completed"
+
+
+def launch(
+    command: Sequence[str],
+    *,
+    run_dir: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    total_steps: int,
+    progress: bool = True,
+    cwd: Path | None = None,
+    grace_s: float = 10.0,
+    poll_s: float = 0.2,
+) -> LaunchResult:
+    """Runs `command` with os.environ + `env`; returns once it and all its helpers are gone.
+
+    Args:
+        command: argv of the engine, e.g. ["python", "-m", "rl.run", "recipe.yaml", "--out", run_dir].
+        run_dir: where engine.log and status.json go and metrics.jsonl is watched; created if missing.
+        env: variables added to (or replacing) the harness's environment.
+        timeout_s: wall-clock limit; on expiry the group gets SIGTERM, then SIGKILL after grace_s.
+        total_steps: the step count the progress bar and status.json's num_steps assume.
+        progress: show the progress line on stderr.
+        cwd: working directory of the engine (default: the harness's).
+        grace_s: how long SIGTERM / SIGINT may take before SIGKILL.
+        poll_s: how often the process and metrics.jsonl are looked at.
+    Raises:
+        ValueError: naming the argument, when one is out of range.
+    """
+    _validate(command, timeout_s=timeout_s, total_steps=total_steps, grace_s=grace_s, poll_s=poll_s)
+    argv = [os.fspath(arg) for arg in command]
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tail = MetricsTail(run_dir / "metrics.jsonl")
+    bar = ProgressBar(total_steps=total_steps, stream=sys.stderr) if progress else None
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
+    start = time.monotonic()
+    with child_subreaper(), open(run_dir / "engine.log", "ab", buffering=0) as log:
+        _note(log, f"launching: {shlex.join(argv)} (time limit {timeout_s:g} s)")
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=full_env, cwd=cwd, start_new_session=True,
+            )  # fmt: skip
+        except OSError as exc:
+            _note(log, f"could not start the engine: {exc}")
+            return _finish(run_dir, outcome="not_started", exit_code=None, start=start, tail=tail,
+                           total_steps=total_steps, error=f"could not start {command[0]!r}: {exc}")  # fmt: skip
+        try:
+            outcome = _watch(proc, tail=tail, bar=bar, deadline=start + timeout_s, poll_s=poll_s)
+            error = _stop(proc, outcome, log=log, grace_s=grace_s, timeout_s=timeout_s)
+        finally:
+            if proc.returncode is None:  # an unexpected error in the harness itself: leave nothing behind
+                signal_group(proc.pid, signal.SIGKILL)
+                wait_group_empty(proc, 10.0)
+            if bar is not None:
+                tail.poll(final=True)
+                bar.update(step=tail.last_step, reward=tail.reward)
+                bar.close()
+        tail.poll(final=True)
+        _note(log, f"engine ended: {outcome}, exit code {proc.returncode}, last step {tail.last_step}/{total_steps}")
+    error = error and f"{error} (at step {tail.last_step}/{total_steps})"
+    return _finish(run_dir, outcome=outcome, exit_code=proc.returncode, start=start, tail=tail,
+                   total_steps=total_steps, error=error)  # fmt: skip
+
+
+def _watch(proc: subprocess.Popen, *, tail: MetricsTail, bar: ProgressBar | None, deadline: float, poll_s: float) -> str:
+    """Waits for the leader to exit; returns "exited", "timeout" or "interrupted"."""
+    try:
+        while True:
+            try:
+                proc.wait(timeout=max(min(poll_s, deadline - time.monotonic()), 0.001))
+                return "exited"
+            except subprocess.TimeoutExpired:
+                pass
+            tail.poll()
+            if bar is not None:
+                bar.update(step=tail.last_step, reward=tail.reward)
+            if time.monotonic() >= deadline:
+                return "timeout"
+    except KeyboardInterrupt:
+        return "interrupted"
+
+
+def _stop(proc: subprocess.Popen, outcome: str, *, log: IO[bytes], grace_s: float, timeout_s: float) -> str | None:
+    """Ends the whole group for `outcome`; returns the harness's error message, if any."""
+    if outcome == "exited":
+        leftovers = live_members(proc.pid)
+        if leftovers:
+            _note(log, f"the engine exited but left {len(leftovers)} process(es) in its group: SIGTERM")
+            stop_group(proc, signal.SIGTERM, grace_s)
+        return None
+    sig = signal.SIGTERM if outcome == "timeout" else signal.SIGINT
+    _note(log, f"{outcome}: sending {sig.name} to the engine's process group")
+    killed = stop_group(proc, sig, grace_s)
+    if killed:
+        _note(log, f"still running {grace_s:g} s after {sig.name}: sent SIGKILL")
+    how = f"stopped with {sig.name}" + (f", then SIGKILL after {grace_s:g} s" if killed else "")
+    if outcome == "timeout":
+        return f"time limit of {timeout_s:g} s reached; the engine was {how}"
+    return f"interrupted by the user (Ctrl-C); the engine was {how}"
+
+
+def _finish(
+    run_dir: Path, *, outcome: str, exit_code: int | None, start: float, tail: MetricsTail,
+    total_steps: int, error: str | None,
+) -> LaunchResult:  # fmt: skip
+    status = merge_status(
+        read_status(run_dir / "status.json"),
+        outcome=outcome,
+        exit_code=exit_code,
+        wall_s=time.monotonic() - start,
+        last_step=tail.last_step,
+        total_steps=total_steps,
+        error=error,
+        tail=log_tail(run_dir / "engine.log"),
+    )
+    write_status(run_dir / "status.json", status)
+    return LaunchResult(
+        state=status["state"],
+        exit_code=exit_code,
+        wall_s=status["wall_s"],
+        last_step=status["last_step"],
+        error=status["error"],
+    )
+
+
+def _note(log: IO[bytes], message: str) -> None:
+    """Appends a harness line to engine.log (tagged, so error tails can skip it)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    log.write(f"{HARNESS_PREFIX}{stamp} {message}\n".encode())
+
+
+def _validate(command: Sequence[str], *, timeout_s: float, total_steps: int, grace_s: float, poll_s: float) -> None:
+    if isinstance(command, (str, bytes)) or not command or not all(isinstance(a, (str, os.PathLike)) for a in command):
+        raise ValueError(f"command: expected a non-empty list of strings, got {command!r}")
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s: must be > 0, got {timeout_s!r}")
+    if total_steps < 0:
+        raise ValueError(f"total_steps: must be >= 0, got {total_steps!r}")
+    if grace_s < 0:
+        raise ValueError(f"grace_s: must be >= 0, got {grace_s!r}")
+    if not poll_s > 0:
+        raise ValueError(f"poll_s: must be > 0, got {poll_s!r}")

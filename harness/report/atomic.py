@@ -1,0 +1,63 @@
+"""Atomic file writes: a reader (or a harness killed mid-write) never sees half a file.
+
+Every run-dir file the harness writes goes through here: the bytes land in a temporary file in
+the same directory, are flushed to disk, and then replace the target with `os.replace`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+
+def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
+    """Calls `write(file)` on a temporary file next to `path`, then renames it onto `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Writes `text` as UTF-8, atomically."""
+    data = text.encode("utf-8")
+    return write_atomic(path, lambda f: f.write(data))
+
+
+def jsonable(value: Any) -> Any:
+    """Turns `value` into something strict JSON can hold.
+
+    Non-finite floats become the strings "nan", "inf", "-inf" (strict JSON has no NaN, and a
+    diverged loss is exactly the value a report must not lose); tuples become lists; unknown
+    objects (paths, enums) become their `str`.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
+def write_json_atomic(path: Path, data: Any) -> Path:
+    """Writes `data` as indented strict JSON (see `jsonable`), atomically."""
+    text = json.dumps(jsonable(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
+    return write_text_atomic(path, text)

@@ -1,0 +1,60 @@
+"""The progress line: its text, in-place on a TTY, throttled in a log."""
+
+from __future__ import annotations
+
+import io
+
+from harness.launch.progress import ProgressBar, format_duration, format_progress
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_format_duration():
+    assert [format_duration(s) for s in (0, 7.4, 754, 10929, -3)] == ["0:00", "0:07", "12:34", "3:02:09", "0:00"]
+
+
+def test_format_progress_fields():
+    line = format_progress(step=5, total=20, reward=0.3125, elapsed_s=12, eta_s=36, width=10)
+    assert line == "step 5/20 [##--------]  25% | reward 0.3125 | elapsed 0:12 | ETA 0:36"
+    assert "reward - " in format_progress(step=0, total=0, reward=None, elapsed_s=0, eta_s=None)
+    assert "ETA ?" in format_progress(step=0, total=3, reward=None, elapsed_s=0, eta_s=None)
+    assert "[##########] 100%" in format_progress(step=30, total=20, reward=None, elapsed_s=0, eta_s=0, width=10)
+
+
+def test_eta_uses_the_pace_since_the_first_step_seen():
+    clock = Clock()
+    bar = ProgressBar(total_steps=10, stream=io.StringIO(), is_tty=False, clock=clock)
+    clock.now += 50  # startup
+    assert bar.eta(1, clock.now) == 9 * 50  # one point: pace from start
+    clock.now += 20
+    assert bar.eta(3, clock.now) == 7 * 10  # 2 steps in 20 s
+
+
+def test_tty_rewrites_one_line_and_ends_it():
+    out = io.StringIO()
+    bar = ProgressBar(total_steps=4, stream=out, is_tty=True, clock=Clock())
+    for step in range(1, 5):
+        bar.update(step=step, reward=0.5)
+    bar.close()
+    text = out.getvalue()
+    assert text.count("\r") == 4 and text.count("\n") == 1 and text.endswith("\n")
+    assert "step 4/4" in text
+
+
+def test_non_tty_prints_at_most_every_interval_and_the_final_state():
+    out, clock = io.StringIO(), Clock()
+    bar = ProgressBar(total_steps=100, stream=out, is_tty=False, interval_s=10, clock=clock)
+    for step in range(1, 101):
+        clock.now += 0.5
+        bar.update(step=step, reward=None)
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert "\r" not in out.getvalue()
+    assert 5 <= len(lines) <= 7  # 50 s of updates: one line per 10 s, plus the final one
+    assert lines[0].startswith("step 1/100") and lines[-1].startswith("step 100/100")

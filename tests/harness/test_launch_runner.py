@@ -1,0 +1,146 @@
+"""launch() against tests/data/fake_engine.py: every end state, engine.log, status.json, no orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.launch import launch
+
+FAKE = Path(__file__).resolve().parents[1] / "data" / "fake_engine.py"
+
+
+def run(tmp_path: Path, *flags: str, timeout_s: float = 30.0, steps: int = 4, **kw):
+    cmd = [sys.executable, str(FAKE), "--out", str(tmp_path), "--steps", str(steps), *flags]
+    kw.setdefault("grace_s", 2.0)
+    kw.setdefault("poll_s", 0.05)
+    result = launch(cmd, run_dir=tmp_path, env={"FAKE_MARK": "mark-42"}, timeout_s=timeout_s,
+                    total_steps=steps, progress=False, **kw)  # fmt: skip
+    status = json.loads((tmp_path / "status.json").read_text())
+    return result, status, (tmp_path / "engine.log").read_text()
+
+
+def gone(pid: int) -> bool:
+    """True when the process no longer exists at all (not even as a zombie)."""
+    return not os.path.exists(f"/proc/{pid}") if os.path.isdir("/proc") else not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_completed_run_logs_both_streams_and_keeps_engine_fields(tmp_path):
+    result, status, log = run(tmp_path)
+    assert (result.state, result.exit_code, result.last_step, result.error) == ("completed", 0, 4, None)
+    assert "env FAKE_MARK=mark-42" in log  # env reached the engine
+    assert "step 4 reward 1.0" in log and "stderr line 4" in log
+    assert status["state"] == "completed" and status["engine"] == "fake" and status["num_steps"] == 4
+    assert status["harness"]["outcome"] == "exited"
+    assert "wall_s" in status["harness"]["engine_wrote"]  # the engine's own wall time is kept
+
+
+def test_engine_log_is_appended_not_truncated(tmp_path):
+    run(tmp_path, steps=1)
+    run(tmp_path, steps=1)
+    log = (tmp_path / "engine.log").read_text()
+    assert log.count("fake engine: done") == 2
+
+
+def test_crash_is_failed_with_the_traceback_in_the_error(tmp_path):
+    result, status, log = run(tmp_path, "--crash-at", "3")
+    assert result.state == "failed" and result.exit_code == 1
+    assert "RuntimeError: boom at step 3" in result.error
+    assert "without writing a terminal state" in result.error
+    assert result.last_step == 2
+    assert status["state"] == "failed" and status["error"] == result.error
+    assert status["harness"]["engine_wrote"]["state"] == "running"
+
+
+def test_completed_status_with_nonzero_exit_is_failed(tmp_path):
+    result, status, _ = run(tmp_path, "--exit-code", "3")
+    assert result.state == "failed" and result.exit_code == 3
+    assert "says 'completed'" in result.error
+    assert status["harness"]["engine_wrote"]["state"] == "completed"
+
+
+def test_engine_without_status_json(tmp_path):
+    ok, status, _ = run(tmp_path / "ok", "--no-status")
+    assert ok.state == "completed" and status["last_step"] == 4 and status["num_steps"] == 4
+    bad, _, _ = run(tmp_path / "bad", "--no-status", "--crash-at", "2")
+    assert bad.state == "failed" and "no status.json" in bad.error and "boom at step 2" in bad.error
+
+
+def test_timeout_kills_the_group_including_a_child_that_ignores_sigterm(tmp_path):
+    t0 = time.monotonic()
+    result, status, log = run(tmp_path, "--hang", "--spawn-child", timeout_s=1.5, grace_s=0.5)
+    assert time.monotonic() - t0 < 6
+    assert result.state == "timeout" and result.exit_code == -signal.SIGTERM
+    assert "time limit of 1.5 s" in result.error and "SIGKILL" in result.error
+    assert status["state"] == "timeout" and status["last_step"] == 4
+    assert "sending SIGTERM" in log and "sent SIGKILL" in log
+    for name in ("engine.pid", "child.pid"):
+        assert gone(int((tmp_path / name).read_text())), name
+
+
+def test_timeout_of_an_engine_that_ignores_sigterm(tmp_path):
+    result, _, _ = run(tmp_path, "--hang", "--ignore-sigterm", timeout_s=1.0, grace_s=0.3)
+    assert result.state == "timeout" and result.exit_code == -signal.SIGKILL
+    assert gone(int((tmp_path / "engine.pid").read_text()))
+
+
+def test_leftover_helpers_of_a_finished_engine_are_stopped(tmp_path):
+    result, _, log = run(tmp_path, "--spawn-child", grace_s=0.3)
+    assert result.state == "completed"
+    assert "left 1 process(es)" in log
+    assert gone(int((tmp_path / "child.pid").read_text()))
+
+
+def test_ctrl_c_is_forwarded_and_the_run_is_interrupted(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+
+    def press_ctrl_c() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if metrics.exists() and metrics.read_text().count("\n") >= 2:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.02)
+
+    presser = threading.Thread(target=press_ctrl_c, daemon=True)
+    presser.start()
+    result, status, log = run(tmp_path, "--hang", "--spawn-child", steps=2, grace_s=0.5)
+    presser.join()
+    assert result.state == "interrupted" and "Ctrl-C" in result.error
+    assert status["state"] == "interrupted" and status["last_step"] == 2
+    assert "sending SIGINT" in log and "fake engine: interrupted" in log
+    assert metrics.read_text().count("\n") == 2  # what was written is kept
+    assert gone(int((tmp_path / "child.pid").read_text()))
+
+
+def test_missing_command_is_a_failed_launch(tmp_path):
+    result = launch(["/nonexistent/engine-binary"], run_dir=tmp_path, env={}, timeout_s=5, total_steps=3, progress=False)
+    assert result.state == "failed" and result.exit_code is None
+    assert "could not start" in result.error
+    assert json.loads((tmp_path / "status.json").read_text())["state"] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"command": []}, "command"), ({"command": "python x.py"}, "command"), ({"timeout_s": 0}, "timeout_s"),
+     ({"total_steps": -1}, "total_steps"), ({"grace_s": -1}, "grace_s")],
+)  # fmt: skip
+def test_bad_arguments_name_the_field(tmp_path, kwargs, field):
+    args = {"command": ["true"], "run_dir": tmp_path, "env": {}, "timeout_s": 5, "total_steps": 1, **kwargs}
+    with pytest.raises(ValueError, match=field):
+        launch(**args)
