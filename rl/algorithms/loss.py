@@ -1,0 +1,209 @@
+"""Clipped policy-gradient loss (PPO/GRPO) with importance-sampling correction and reference KL.
+
+Per token t of row b, with r = exp(curr - prev) and advantage A[b]:
+
+    pg      = max(-A * r, -A * clip(r, 1 - clip_low, 1 + clip_high))
+    w       = exp(prev - gen)                 # generator -> trainer mismatch correction
+              tis:    clamp(w, 0, tis_cap)
+              icepop: w if icepop_low <= w <= icepop_high else 0
+    kl      = exp(ref - curr) - 1 - (ref - curr)          # k3, see kl.py
+    loss    = sum(mask * w * pg) / N  +  kl_beta * sum(mask * kl) / N
+
+with `mask = token_mask * sample_mask[:, None]` and N the token count. As in the reference,
+the IS weight multiplies the policy-gradient term only, not the KL term. With
+`is_correction: false`, w = 1.
+
+Data parallelism: pass `num_tokens` = the GLOBAL masked token count; each rank's loss is then
+its share of the global token mean, so the sum over ranks equals the single-rank loss (and
+its gradient). Every metric returned is a token (or row) mean over the same N, or a count,
+so metrics are also summed over ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+
+from rl.algorithms.kl import gen_kl_error, k3, masked_mean, token_mult_prob_error
+
+__all__ = ["LossConfig", "TRUNCATIONS", "clipped_pg_loss", "importance_weights"]
+
+TRUNCATIONS = (None, "tis", "icepop")
+
+
+@dataclass(kw_only=True, frozen=True)
+class LossConfig:
+    """The recipe's `algorithm.loss` section."""
+
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    kl_beta: float = 0.0
+    is_correction: bool = True
+    truncation: str | None = None
+    tis_cap: float = 2.0
+    icepop_low: float = 0.5
+    icepop_high: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.clip_low < 1.0:
+            raise ValueError(f"algorithm.loss.clip_low must be in [0, 1), got {self.clip_low}")
+        if self.clip_high < 0.0:
+            raise ValueError(f"algorithm.loss.clip_high must be >= 0, got {self.clip_high}")
+        if self.kl_beta < 0.0:
+            raise ValueError(f"algorithm.loss.kl_beta must be >= 0, got {self.kl_beta}")
+        if self.truncation not in TRUNCATIONS:
+            raise ValueError(
+                f"algorithm.loss.truncation must be one of {list(TRUNCATIONS)}, "
+                f"got {self.truncation!r}"
+            )
+        if self.truncation is not None and not self.is_correction:
+            raise ValueError(
+                "algorithm.loss.truncation needs algorithm.loss.is_correction: true "
+                "(truncation acts on the importance weights)"
+            )
+        if self.tis_cap <= 0.0:
+            raise ValueError(f"algorithm.loss.tis_cap must be > 0, got {self.tis_cap}")
+        if not 0.0 <= self.icepop_low < self.icepop_high:
+            raise ValueError(
+                "algorithm.loss.icepop_low must be >= 0 and below icepop_high, got "
+                f"[{self.icepop_low}, {self.icepop_high}]"
+            )
+
+    @classmethod
+    def from_dict(cls, section: dict[str, Any]) -> LossConfig:
+        """Build from the recipe's `algorithm.loss` mapping; unknown keys are errors."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(section) - known)
+        if unknown:
+            raise ValueError(
+                f"algorithm.loss: unknown key(s) {unknown}; valid keys: {sorted(known)}"
+            )
+        return cls(**section)
+
+
+def importance_weights(
+    prev_logprobs: torch.Tensor, gen_logprobs: torch.Tensor, cfg: LossConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Truncated IS weights `exp(prev - gen)` (no grad) and the bool mask of truncated tokens.
+
+    Non-finite weights (e.g. -inf log-probs in padding) become 0.
+    """
+    w = torch.exp(prev_logprobs - gen_logprobs).detach()
+    w = torch.nan_to_num(w, nan=0.0, posinf=0.0, neginf=0.0)
+    if cfg.truncation == "tis":
+        truncated = w > cfg.tis_cap
+        w = w.clamp(min=0.0, max=cfg.tis_cap)
+    elif cfg.truncation == "icepop":
+        truncated = (w < cfg.icepop_low) | (w > cfg.icepop_high)
+        w = torch.where(truncated, torch.zeros_like(w), w)
+    else:
+        truncated = torch.zeros_like(w, dtype=torch.bool)
+    return w, truncated
+
+
+def _zero_outside(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    return torch.where(keep, x, torch.zeros_like(x))
+
+
+def _check_shapes(shape: torch.Size, named: dict[str, torch.Tensor | None]) -> None:
+    for name, tensor in named.items():
+        if tensor is not None:
+            assert tensor.shape == shape, (
+                f"clipped_pg_loss: {name} has shape {tuple(tensor.shape)}, expected {tuple(shape)}"
+            )
+
+
+def clipped_pg_loss(
+    *,
+    curr_logprobs: torch.Tensor,
+    prev_logprobs: torch.Tensor,
+    gen_logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor | None,
+    advantages: torch.Tensor,
+    token_mask: torch.Tensor,
+    sample_mask: torch.Tensor,
+    cfg: LossConfig,
+    num_tokens: int | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The ClippedPG loss over a [B, T] batch of sampled-token log-probs.
+
+    Args:
+        curr_logprobs: [B, T] under the policy being trained (carries the gradient).
+        prev_logprobs: [B, T] under the policy before this step's updates.
+        gen_logprobs: [B, T] as reported by the generation engine.
+        ref_logprobs: [B, T] under the reference policy; may be None when `kl_beta == 0`.
+        advantages: [B] (broadcast over tokens) or [B, T].
+        token_mask: [B, T] 1 for response tokens that count.
+        sample_mask: [B] loss multiplier per row (0 drops a row, e.g. an overlong sample).
+        cfg: the loss section of the recipe.
+        num_tokens: divisor N; None means this batch's own masked token count. Data-parallel
+            ranks pass the global count.
+
+    Returns:
+        (scalar loss, metrics): metrics are floats; see the module docstring for how they add
+        up over ranks.
+    """
+    shape = curr_logprobs.shape
+    assert curr_logprobs.ndim == 2, f"curr_logprobs must be [B, T], got {tuple(shape)}"
+    _check_shapes(
+        shape,
+        {"prev_logprobs": prev_logprobs, "gen_logprobs": gen_logprobs,
+         "ref_logprobs": ref_logprobs, "token_mask": token_mask},
+    )
+    assert sample_mask.shape == shape[:1], f"sample_mask must be [B], got {tuple(sample_mask.shape)}"
+    if cfg.kl_beta != 0.0 and ref_logprobs is None:
+        raise ValueError("algorithm.loss.kl_beta is non-zero but no ref_logprobs were given")
+    adv = advantages[:, None] if advantages.ndim == 1 else advantages
+    adv = adv.to(curr_logprobs.dtype)
+    mask = token_mask.to(curr_logprobs.dtype) * sample_mask.to(curr_logprobs.dtype)[:, None]
+    n = num_tokens
+
+    # Zero the log-probs of masked-out tokens first: a -inf there would give NaN gradients
+    # even through a masked sum (0 * nan = nan in backward).
+    keep = mask != 0
+    curr_logprobs, prev_logprobs, gen_logprobs = (
+        _zero_outside(x, keep) for x in (curr_logprobs, prev_logprobs, gen_logprobs)
+    )
+    if ref_logprobs is not None:
+        ref_logprobs = _zero_outside(ref_logprobs, keep)
+
+    ratio = torch.exp(curr_logprobs - prev_logprobs)
+    clipped_ratio = ratio.clamp(1.0 - cfg.clip_low, 1.0 + cfg.clip_high)
+    pg = torch.maximum(-adv * ratio, -adv * clipped_ratio)
+
+    w, truncated = importance_weights(prev_logprobs, gen_logprobs, cfg)
+    applied = w if cfg.is_correction else torch.ones_like(w)
+    pg_loss = masked_mean(applied * pg, mask, n)
+
+    if ref_logprobs is not None:
+        kl = masked_mean(k3(curr_logprobs, ref_logprobs), mask, n)
+    else:
+        kl = torch.zeros((), dtype=curr_logprobs.dtype, device=curr_logprobs.device)
+    loss = pg_loss + cfg.kl_beta * kl if cfg.kl_beta != 0.0 else pg_loss
+
+    with torch.no_grad():
+        # Clipping is active where it zeroes the gradient: the ratio left the trust region
+        # in the direction the advantage pushes it.
+        clip_active = ((ratio < 1.0 - cfg.clip_low) & (adv < 0)) | (
+            (ratio > 1.0 + cfg.clip_high) & (adv > 0)
+        )
+        log_ratio = curr_logprobs.detach() - prev_logprobs
+        metrics = {
+            "loss": loss.item(),
+            "pg_loss": pg_loss.item(),
+            "kl_penalty": kl.item(),
+            "clip_fraction": masked_mean(clip_active.to(mask.dtype), mask, n).item(),
+            "approx_kl": masked_mean(k3(prev_logprobs, curr_logprobs.detach()), mask, n).item(),
+            "ratio_mean": masked_mean(torch.exp(log_ratio), mask, n).item(),
+            "is_weight_mean": masked_mean(w, mask, n).item(),
+            "is_truncated_fraction": masked_mean(truncated.to(mask.dtype), mask, n).item(),
+            "token_mult_prob_error": token_mult_prob_error(
+                gen_logprobs, prev_logprobs, mask, n
+            ).item(),
+            "gen_kl_error": gen_kl_error(gen_logprobs, prev_logprobs, mask, n).item(),
+            "num_tokens": mask.sum().item(),
+            "num_valid_samples": (sample_mask != 0).sum().item(),
+        }
+    return loss, metrics
