@@ -1,0 +1,48 @@
+"""Read the reference system's metrics JSON: `{metric: {step: value}}`, steps written as strings.
+
+This is what the reference's nightly scripts dump from TensorBoard and feed to its check script,
+so an external engine that produces it can be checked by our thresholds unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from harness.metrics.series import Metrics, MetricsError, as_number
+
+_STEP = re.compile(r"-?[0-9]{1,18}")
+
+
+def _parse_step(key: str, where: str) -> int:
+    text = key.strip()
+    if not _STEP.fullmatch(text):
+        raise MetricsError(f"{where}: step {key!r} is not an integer")
+    return int(text)
+
+
+def read_reference_json(path: str | Path) -> Metrics:
+    """Read a `{metric: {step: value}}` JSON file into Metrics. Raises MetricsError naming the file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise MetricsError(f"{path}: cannot read: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise MetricsError(f"{path}: not UTF-8 ({exc.reason})") from None
+    except ValueError as exc:
+        raise MetricsError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise MetricsError(f"{path}: expected an object of {{metric: {{step: value}}}}, got {type(data).__name__}")
+    rows: dict[str, dict[int, float]] = {}
+    for name, steps in data.items():
+        if not isinstance(steps, dict):
+            continue  # a scalar summary beside the series (e.g. a run id): not a step series
+        series: dict[int, float] = {}
+        for key, value in steps.items():
+            number = as_number(value)
+            if number is not None:
+                series[_parse_step(key, f"{path}: metric {name!r}")] = number
+        rows[name] = series
+    return Metrics.from_rows(rows, source=str(path))

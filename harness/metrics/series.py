@@ -1,0 +1,71 @@
+"""Metrics: a run's step series, the one shape every reader produces and every check consumes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+
+class MetricsError(ValueError):
+    """A run's metrics cannot be read. The message is one line and names the file (and line)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metrics(Mapping[str, dict[int, float]]):
+    """Metric name -> {step: value}, each series ordered by step.
+
+    Values are floats; NaN and inf are kept so that checks can see them. `notes` holds
+    what the reader tolerated (a torn last line, a step logged twice); `source` says
+    where the series came from.
+    """
+
+    series: dict[str, dict[int, float]]
+    source: str = ""
+    notes: tuple[str, ...] = ()
+    _last_step: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        last = max((max(s) for s in self.series.values() if s), default=None)
+        object.__setattr__(self, "_last_step", last)
+
+    def __getitem__(self, name: str) -> dict[int, float]:
+        return self.series[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.series)
+
+    def __len__(self) -> int:
+        return len(self.series)
+
+    @property
+    def last_step(self) -> int | None:
+        """The highest step any metric reached; None for a run that logged nothing."""
+        return self._last_step
+
+    @classmethod
+    def from_rows(
+        cls, rows: dict[str, dict[int, float]], *, source: str = "", notes: tuple[str, ...] = ()
+    ) -> Metrics:
+        """Build from unordered series, sorting each by step (readers append in file order)."""
+        ordered = {}
+        for name, steps in rows.items():
+            if not steps:
+                continue
+            keys = list(steps)
+            if any(a > b for a, b in zip(keys, keys[1:])):
+                steps = dict(sorted(steps.items()))
+            ordered[name] = steps
+        return cls(series=ordered, source=source, notes=notes)
+
+
+def as_number(value: object) -> float | None:
+    """The float of a JSON/TensorBoard value, or None when it is not a number (bools are not)."""
+    kind = type(value)
+    if kind is float:
+        return value  # type: ignore[return-value]
+    if kind is int:
+        try:
+            return float(value)  # type: ignore[arg-type]
+        except OverflowError:  # an integer beyond float range: keep it visible as inf
+            return float("inf") if value > 0 else float("-inf")  # type: ignore[operator]
+    return None
