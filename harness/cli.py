@@ -1,0 +1,97 @@
+"""The `harness` command.
+
+    harness run [RECIPE] [a.b=c ...] [--scale tiny] [--out DIR] [--dry-run]
+    harness show RECIPE [a.b=c ...] [--scale tiny] [--provenance]
+    harness plan RECIPE [a.b=c ...] [--scale tiny] [--out FILE]
+    harness validate [PATHS ...]
+    harness check RUN_DIR [--thresholds FILE] [--hardware CLASS] [--steps N]
+    harness compare RUN_A RUN_B [--tolerance X]
+
+Exit codes: 0 every check passed; 1 a check failed; 2 bad input (recipe, thresholds, usage);
+3 an internal error. Bad input is one line on stderr, never a traceback
+(set HARNESS_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors exit 2 with one line, like every other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"error: {message} (see 'harness {self.prog.split()[-1]} --help')\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _recipe_args(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
+    p.add_argument("recipe", nargs="?" if optional else None, help="recipe YAML file")
+    p.add_argument("overrides", nargs="*", help="overrides a.b=c (existing key) or ++a.b=c (new key)")
+    p.add_argument("--scale", choices=["tiny"], help="run the recipe as its tiny twin")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="harness", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="resolve, validate, plan, launch, check and report a recipe")
+    _recipe_args(run, optional=True)
+    run.add_argument("--out", help="run dir (default: runs/<name>-<time>)")
+    run.add_argument("--dry-run", action="store_true", help="resolve, plan and write the run dir; launch nothing")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    show = sub.add_parser("show", help="print the resolved recipe")
+    _recipe_args(show)
+    show.add_argument("--provenance", action="store_true", help="say which file or override set each leaf")
+
+    plan = sub.add_parser("plan", help="derive and check the resource plan; write plan.json")
+    _recipe_args(plan)
+    plan.add_argument("--out", default="plan.json", help="where to write plan.json (default: ./plan.json)")
+
+    validate = sub.add_parser("validate", help="resolve, validate and plan every recipe under the paths")
+    validate.add_argument("paths", nargs="*", default=["recipes"], help="files or folders (default: recipes)")
+
+    check = sub.add_parser("check", help="judge a run dir (or a metrics file) against thresholds")
+    check.add_argument("run_dir", help="a run dir, or a metrics file (metrics.jsonl, reference JSON)")
+    check.add_argument("--thresholds", help="thresholds file (default: the recipe's checks.thresholds)")
+    check.add_argument("--hardware", help="hardware class of the thresholds to apply")
+    check.add_argument("--steps", type=int, help="the step count the run must reach (default: the recipe's)")
+
+    compare = sub.add_parser("compare", help="per-step parity of two run dirs")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    compare.add_argument("--tolerance", type=float, default=0.0, help="relative tolerance (default 0: exact)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from harness import commands  # noqa: PLC0415 - keeps `harness --help` instant
+    from harness.errors import USER_ERRORS  # noqa: PLC0415
+
+    try:
+        return commands.COMMANDS[args.command](args)
+    except USER_ERRORS as error:
+        if os.environ.get("HARNESS_DEBUG"):
+            raise
+        sys.stderr.write(f"error: {error}\n")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except Exception as error:  # noqa: BLE001 - the last line of defence: one line, not a traceback
+        if os.environ.get("HARNESS_DEBUG"):
+            raise
+        sys.stderr.write(f"internal error: {type(error).__name__}: {error} (HARNESS_DEBUG=1 shows the traceback)\n")
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

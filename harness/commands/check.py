@@ -1,0 +1,47 @@
+"""`harness check RUN_DIR`: judge a run against thresholds and invariants; exit 0 only if all pass.
+
+RUN_DIR may also be a bare metrics file of another engine (the reference's metrics JSON,
+a metrics.jsonl); its verdicts are then written beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from harness.checks.judge import Judgement, judge_run
+from harness.console import format_verdicts
+from harness.report import write_junit, write_report_md, write_result_json
+from harness.report.specs import plot_specs
+
+
+def write_outputs(run_dir: Path, judgement: Judgement, *, name: str, plan: dict | None = None) -> None:
+    """result.json, junit.xml and report.md with its plots, all in the run dir."""
+    status = judgement.status or {}
+    write_result_json(run_dir, recipe_name=name, verdicts=judgement.verdicts, status=status)
+    write_junit(run_dir / "junit.xml", suite=name, verdicts=judgement.verdicts, wall_s=status.get("wall_s"))
+    write_report_md(run_dir, recipe=judgement.recipe or {"name": name}, plan=plan, status=status,
+                    verdicts=judgement.verdicts, metrics=judgement.metrics,
+                    thresholds=plot_specs(judgement.thresholds))
+
+
+def read_plan(run_dir: Path) -> dict | None:
+    path = run_dir / "plan.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def main(args: argparse.Namespace) -> int:
+    target = Path(args.run_dir)
+    judgement = judge_run(
+        target,
+        thresholds=Path(args.thresholds) if args.thresholds else None,
+        hardware=args.hardware,
+        expected_steps=args.steps,
+    )
+    run_dir = target if target.is_dir() else target.parent
+    name = (judgement.recipe or {}).get("name") or target.stem
+    print(format_verdicts(judgement.verdicts), end="")
+    write_outputs(run_dir, judgement, name=name, plan=read_plan(run_dir))
+    print(f"wrote {run_dir / 'result.json'}, junit.xml, report.md")
+    return 0 if judgement.ok else 1

@@ -1,0 +1,43 @@
+"""`harness plan RECIPE`: derive and check the resource plan, print it, write plan.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from harness.plan import Plan, make_plan
+from harness.recipe import load_recipe
+
+
+def format_plan(plan: Plan) -> str:
+    pol, gen = plan.policy, plan.generation
+    lines = [
+        f"recipe     {plan.recipe}",
+        f"cluster    {plan.nodes} node(s) x {plan.devices_per_node} {plan.device} = world {plan.world}",
+        f"policy     {pol['backend']}: TP {pol['tp']} x PP {pol['pp']} x CP {pol['cp']} x DP {pol['dp']}"
+        f"  EP {pol['ep']} ETP {pol['etp']} (expert DP {pol['expert_dp']})  SP {'on' if pol['sp'] else 'off'}",
+        f"batch      global {pol['global_batch']} = DP {pol['dp']} x micro {pol['micro_batch_size']}"
+        f" x accumulation {pol['grad_accumulation']}",
+        f"generation {gen['backend']}: TP {gen['tp']} x {gen['replicas']} replicas",
+    ]
+    if "params_b" in plan.model:
+        lines.append(f"model      {plan.model['family']}: {plan.model['params_b']:.3g} B params,"
+                     f" {plan.model['active_params_b']:.3g} B active, {plan.model['num_experts']} experts")
+    if plan.memory is not None:
+        m = plan.memory
+        lines.append(f"memory     {m.total:.1f} of {m.capacity:.0f} GiB per GPU (weights {m.weights:.1f}, grads "
+                     f"{m.grads:.1f}, optimizer {m.optimizer:.1f}, activations {m.activations:.1f}; seq {m.seq_len})")
+    budget = f" (budget {plan.gpu_hours_budget:g})" if plan.gpu_hours_budget else ""
+    lines.append(f"gpu-hours  at most {plan.gpu_hours_max:.2f}{budget}")
+    return "\n".join(lines) + "\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    resolved = load_recipe(args.recipe, args.overrides, scale=args.scale)
+    plan = make_plan(resolved.data)
+    print(format_plan(plan), end="")
+    out = Path(args.out)
+    out.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    return 0

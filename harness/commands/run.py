@@ -1,0 +1,142 @@
+"""`harness run [RECIPE] [overrides] [--scale tiny] [--out DIR] [--dry-run]`.
+
+Resolve, validate and plan before anything starts; make a unique run dir; launch the engine
+(once, or once per parity variant); then judge the run and write result.json, junit.xml and
+report.md. Without a recipe it runs the embedded default, the CPU GRPO tiny twin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Mapping
+
+from harness.checks.judge import Judgement, judge_run
+from harness.checks.parity import compare_metrics
+from harness.checks.verdict import Verdict
+from harness.commands.check import write_outputs
+from harness.commands.plan import format_plan
+from harness.console import format_verdicts
+from harness.engines import engine_command, import_metrics
+from harness.errors import UsageError
+from harness.launch import LaunchResult, launch
+from harness.plan import make_plan
+from harness.recipe import apply_overrides, dump_recipe, load_recipe
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_RECIPE = REPO_ROOT / "recipes" / "arith_grpo_cpu.yaml"
+EXIT_INTERRUPTED = 130
+
+
+def make_run_dir(out: str | None, name: str) -> Path:
+    """A fresh run dir: --out if given (it must not hold a run already), else runs/<name>-<time>-<id>."""
+    if out:
+        path = Path(out)
+        if path.exists() and any(path.iterdir()):
+            raise UsageError(f"{path}: run dir exists and is not empty (choose another --out)")
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = Path("runs") / f"{name}-{stamp}-{secrets.token_hex(2)}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_inputs(run_dir: Path, recipe: Mapping, plan: dict) -> Path:
+    recipe_path = run_dir / "recipe.yaml"
+    recipe_path.write_text(dump_recipe(dict(recipe)), encoding="utf-8")
+    (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+    return recipe_path
+
+
+def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool) -> LaunchResult:
+    env = {key: str(value) for key, value in (recipe.get("env") or {}).items()}
+    env.setdefault("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "disabled"))
+    result = launch(
+        engine_command(recipe, run_dir),
+        run_dir=run_dir,
+        env=env,
+        timeout_s=float(recipe["limits"]["timeout_s"]),
+        total_steps=int(recipe["algorithm"]["num_steps"]),
+        progress=progress,
+        cwd=REPO_ROOT,
+    )
+    import_metrics(recipe, run_dir)
+    return result
+
+
+def run_single(recipe: Mapping, run_dir: Path, *, progress: bool) -> tuple[Judgement, LaunchResult]:
+    result = launch_engine(recipe, run_dir, progress=progress)
+    return judge_run(run_dir), result
+
+
+def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool) -> tuple[Judgement, LaunchResult]:
+    """Run each parity variant from the same seed in its own sub-dir, judge each, compare them."""
+    parity = recipe["checks"]["parity"]
+    names = list(parity["variants"])
+    verdicts: list[Verdict] = []
+    judged: list[Judgement] = []
+    last: LaunchResult | None = None
+    for name in names:
+        variant = apply_overrides(dict(recipe), parity["variants"][name])
+        variant.setdefault("checks", {}).pop("parity", None)
+        sub = run_dir / name
+        sub.mkdir()
+        write_inputs(sub, variant, plan)
+        print(f"variant {name}: {sub}")
+        last = launch_engine(variant, sub, progress=progress)
+        judgement = judge_run(sub)
+        write_outputs(sub, judgement, name=f"{recipe['name']}:{name}", plan=plan)
+        judged.append(judgement)
+        verdicts.extend(Verdict(**{**v.__dict__, "name": f"{name}:{v.name}"}) for v in judgement.verdicts)
+        if last.state == "interrupted":
+            break
+    if len(judged) == len(names) == 2:
+        verdicts.extend(compare_metrics(judged[0].metrics, judged[1].metrics, names=tuple(names),
+                                        tolerance=float(parity.get("tolerance", 0.0))))
+    else:
+        verdicts.append(Verdict(name="parity", kind="parity", ok=False,
+                                message=f"parity needs 2 finished variants, have {len(judged)} of {len(names)}"))
+    states = [j.status.get("state") if j.status else None for j in judged]
+    status = {"state": "completed" if states and all(s == "completed" for s in states) else "failed",
+              "variants": dict(zip(names, states)), "wall_s": sum((j.status or {}).get("wall_s") or 0 for j in judged)}
+    (run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n", encoding="utf-8")
+    top = Judgement(verdicts=verdicts, metrics=judged[0].metrics, recipe=dict(recipe), status=status,
+                    thresholds=judged[0].thresholds)
+    assert last is not None
+    return top, last
+
+
+def main(args: argparse.Namespace) -> int:
+    recipe_arg, overrides = args.recipe, list(args.overrides)
+    if recipe_arg and "=" in recipe_arg and not recipe_arg.endswith((".yaml", ".yml")):
+        recipe_arg, overrides = None, [recipe_arg, *overrides]
+    recipe_path = Path(recipe_arg) if recipe_arg else DEFAULT_RECIPE
+    resolved = load_recipe(recipe_path, overrides, scale=args.scale)
+    recipe = resolved.data
+    plan_obj = make_plan(recipe)
+    plan = plan_obj.to_json()
+    run_dir = make_run_dir(args.out, recipe["name"])
+    recipe_file = write_inputs(run_dir, recipe, plan)
+    print(f"recipe  {recipe_path}{' (tiny twin)' if args.scale else ''}\nrun dir {run_dir}")
+    print(format_plan(plan_obj), end="")
+    if args.dry_run:
+        print("dry run: would launch " + " ".join(engine_command(recipe, run_dir)))
+        print(f"wrote {recipe_file} and {run_dir / 'plan.json'}")
+        return 0
+    progress = not args.no_progress
+    if recipe["checks"].get("parity"):
+        judgement, result = run_parity(recipe, run_dir, plan, progress=progress)
+    else:
+        judgement, result = run_single(recipe, run_dir, progress=progress)
+    write_outputs(run_dir, judgement, name=recipe["name"], plan=plan)
+    print(format_verdicts(judgement.verdicts), end="")
+    print(f"report  {run_dir / 'report.md'}")
+    if result.state == "interrupted":
+        print("interrupted: the engine was stopped; what it wrote is kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0 if judgement.ok else 1

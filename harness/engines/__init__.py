@@ -1,0 +1,52 @@
+"""Engines the harness can launch: our `rl` engine, or any command (e.g. NeMo-RL's run_grpo.py).
+
+The run dir is the contract, so an external engine needs only an adapter that turns its metrics
+(TensorBoard events, the reference's metrics JSON) into our metrics.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Mapping
+
+from harness.errors import UsageError
+from harness.metrics import MetricsError, read_metrics
+
+
+def engine_command(recipe: Mapping, run_dir: Path) -> list[str]:
+    """The command line that runs the recipe; `{recipe}` and `{run_dir}` are filled in for commands."""
+    engine = recipe.get("engine", "rl")
+    recipe_file = run_dir / "recipe.yaml"
+    if engine == "rl":
+        return [sys.executable, "-m", "rl.run", str(recipe_file), "--out", str(run_dir)]
+    if isinstance(engine, Mapping) and engine.get("command"):
+        fill = {"recipe": str(recipe_file), "run_dir": str(run_dir), "python": sys.executable}
+        try:
+            return [str(part).format(**fill) for part in engine["command"]]
+        except (KeyError, IndexError, ValueError) as error:
+            raise UsageError(f"engine.command: bad placeholder {error} (use {{recipe}}, {{run_dir}}, {{python}})") from None
+    raise UsageError(f"engine: {engine!r} is neither 'rl' nor a mapping with a command")
+
+
+def import_metrics(recipe: Mapping, run_dir: Path) -> Path | None:
+    """For an external engine, convert its metrics into run_dir/metrics.jsonl; ours writes it itself."""
+    engine = recipe.get("engine", "rl")
+    if not isinstance(engine, Mapping):
+        return None
+    source = run_dir / engine.get("metrics_path", ".")
+    try:
+        metrics = read_metrics(source, format=engine.get("metrics"))
+    except MetricsError as error:
+        (run_dir / "engine.log").open("a", encoding="utf-8").write(f"[harness] no metrics imported: {error}\n")
+        return None
+    rows: dict[int, dict[str, float]] = {}
+    for name, series in metrics.items():
+        for step, value in series.items():
+            rows.setdefault(step, {})[name] = value
+    target = run_dir / "metrics.jsonl"
+    with target.open("w", encoding="utf-8") as out:
+        for step in sorted(rows):
+            out.write(json.dumps({"step": step, **rows[step]}) + "\n")
+    return target

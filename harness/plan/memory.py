@@ -1,0 +1,79 @@
+"""A per-GPU memory estimate: weights, gradients, optimizer state and a rough activation term.
+
+It is deliberately simple and conservative: its job is to reject plans that cannot fit before
+a job is queued, not to predict the allocator's peak. The terms:
+
+* weights: dense params / (TP x PP), expert params / (EP x ETP x PP), embeddings / TP,
+  at 2 bytes (bf16) or 4 (fp32);
+* gradients: 4 bytes per local parameter (megatron keeps fp32 main grads);
+* optimizer (Adam): fp32 master copy + two moments = 12 bytes per local parameter, divided by
+  the data-parallel group (DP x CP for dense, expert-DP for experts) with a distributed optimizer;
+* activations: 34 x s x b x h bytes per layer over TP x CP (Korthikanti et al. with sequence
+  parallel and selective recompute), times the layers a stage holds in flight (1F1B keeps about
+  all of them), plus fp32 logits s x b x V x 4 / (TP x CP).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from harness.plan.model_size import ModelSize
+
+GIB = 1024**3
+# Usable memory per device, GiB, as torch reports it on our machines (H200: measured).
+DEVICE_MEMORY_GIB = {"h200": 139.8, "h100": 79.1, "a100": 79.1}
+PROMPT_ALLOWANCE = 256  # tokens of prompt assumed when the recipe gives no policy.max_seq_len
+
+
+def device_capacity_gib(device: str) -> float | None:
+    return DEVICE_MEMORY_GIB.get(device)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryEstimate:
+    weights: float
+    grads: float
+    optimizer: float
+    activations: float
+    capacity: float
+    seq_len: int
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.optimizer + self.activations
+
+    def to_json(self) -> dict:
+        return {
+            "weights": round(self.weights, 2),
+            "grads": round(self.grads, 2),
+            "optimizer": round(self.optimizer, 2),
+            "activations": round(self.activations, 2),
+            "total": round(self.total, 2),
+            "capacity": self.capacity,
+            "seq_len": self.seq_len,
+        }
+
+
+def estimate_memory(recipe: Mapping, size: ModelSize, policy: Mapping) -> MemoryEstimate:
+    tp, pp, cp, dp = policy["tp"], policy["pp"], policy["cp"], max(policy["dp"], 1)
+    ep, etp, expert_dp = policy["ep"], policy["etp"], max(policy["expert_dp"], 1)
+    dense_local = size.dense_params / (tp * pp)
+    expert_local = size.expert_params / (ep * etp * pp)
+    embed_local = size.embedding_params / tp
+    local = dense_local + expert_local + embed_local
+    weight_bytes = 2 if recipe["policy"]["precision"] == "bf16" else 4
+    weights = local * weight_bytes / GIB
+    grads = local * 4 / GIB
+    if recipe["policy"].get("distributed_optimizer"):
+        optimizer = 12 * ((dense_local + embed_local) / (dp * cp) + expert_local / expert_dp) / GIB
+    else:
+        optimizer = 12 * local / GIB
+    seq = int(recipe["policy"].get("max_seq_len") or recipe["generation"]["max_new_tokens"] + PROMPT_ALLOWANCE)
+    micro = int(recipe["policy"]["micro_batch_size"])
+    per_layer = 34 * seq * micro * size.hidden_size / (tp * cp)
+    logits = seq * micro * size.vocab_size * 4 / (tp * cp)
+    activations = (size.num_layers * per_layer + logits) / GIB
+    capacity = DEVICE_MEMORY_GIB[recipe["cluster"]["device"]]
+    return MemoryEstimate(weights=weights, grads=grads, optimizer=optimizer, activations=activations,
+                          capacity=capacity, seq_len=seq)

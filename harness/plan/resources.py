@@ -1,0 +1,197 @@
+"""The resource plan: derive and check a recipe's parallelism before any GPU is spent.
+
+A wrong TP/CP/EP combination used to surface only after a 16-GPU job had started. Every rule
+megatron-core enforces at start-up is checked here instead, and each failure names the recipe
+keys to change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from harness.plan.memory import MemoryEstimate, estimate_memory, device_capacity_gib
+from harness.plan.model_size import ModelSize, model_size
+
+GPU_DEVICES = ("a100", "h100", "h200")
+
+
+class PlanError(Exception):
+    """The recipe cannot run as planned; `problems` lists every reason, one line each."""
+
+    def __init__(self, recipe_name: str, problems: list[str]):
+        self.recipe_name = recipe_name
+        self.problems = problems
+        super().__init__(f"{recipe_name}: " + "; ".join(problems))
+
+
+@dataclass(kw_only=True)
+class Plan:
+    recipe: str
+    device: str
+    nodes: int
+    devices_per_node: int
+    world: int
+    policy: dict[str, Any]
+    generation: dict[str, Any]
+    model: dict[str, Any]
+    memory: MemoryEstimate | None
+    gpu_hours_max: float
+    gpu_hours_budget: float
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "recipe": self.recipe,
+            "device": self.device,
+            "nodes": self.nodes,
+            "devices_per_node": self.devices_per_node,
+            "world": self.world,
+            "roles": {"policy": self.policy, "generation": self.generation},
+            "model": self.model,
+            "memory_gib": self.memory.to_json() if self.memory else None,
+            "gpu_hours_max": round(self.gpu_hours_max, 3),
+            "gpu_hours_budget": self.gpu_hours_budget,
+            "warnings": self.warnings,
+        }
+
+
+def _policy_parallel(recipe: Mapping, world: int, problems: list[str]) -> dict[str, Any]:
+    par = recipe["policy"]["parallel"]
+    tp, pp, cp = int(par["tp"]), int(par["pp"]), int(par["cp"])
+    ep, etp, sp = int(par["ep"]), int(par.get("etp") or par["tp"]), bool(par["sp"])
+    model_parallel = tp * pp * cp
+    if world % model_parallel:
+        problems.append(
+            f"policy.parallel.tp x pp x cp = {tp} x {pp} x {cp} = {model_parallel} does not divide "
+            f"the {world} devices (cluster.nodes x cluster.devices_per_node)"
+        )
+        dp = 0
+    else:
+        dp = world // model_parallel
+    # megatron-core builds expert groups from the same ranks: world = ETP x EP x expert-DP x PP.
+    expert_span = etp * ep * pp
+    expert_dp = world // expert_span if world % expert_span == 0 else 0
+    if ep > 1 or etp != tp:
+        if world % expert_span:
+            problems.append(
+                f"policy.parallel.etp x ep x pp = {etp} x {ep} x {pp} = {expert_span} does not divide the "
+                f"{world} devices: megatron-core needs ETP x EP to divide TP x CP x DP = {world // pp} "
+                f"(set policy.parallel.etp: 1 to spread experts over the tensor-parallel ranks)"
+            )
+    if tp == 1 and sp:
+        problems.append("policy.parallel.sp: sequence parallel needs policy.parallel.tp > 1")
+    if ep > 1 and tp > 1 and not sp:
+        problems.append(
+            "policy.parallel.sp must be true: megatron-core refuses expert parallel with tensor parallel "
+            "without sequence parallel"
+        )
+    backend = recipe["policy"]["backend"]
+    if backend == "torch" and (tp, pp, cp, ep) != (1, 1, 1, 1):
+        problems.append(
+            f"policy.backend torch supports data parallel only (tp, pp, cp, ep = {tp}, {pp}, {cp}, {ep}); "
+            "use policy.backend: megatron"
+        )
+    return {
+        "devices": world, "tp": tp, "pp": pp, "cp": cp, "dp": dp,
+        "ep": ep, "etp": etp, "expert_dp": expert_dp, "sp": sp, "backend": backend,
+    }
+
+
+def _check_model(size: ModelSize, cfg: Mapping, policy: dict, gen_tp: int, problems: list[str]) -> None:
+    heads, kv = int(cfg["num_attention_heads"]), int(cfg["num_key_value_heads"])
+    for role, key, tp in (("policy", "policy.parallel.tp", policy["tp"]), ("generation", "generation.tp", gen_tp)):
+        if heads % tp:
+            problems.append(f"{key} = {tp} does not divide model.config.num_attention_heads = {heads}")
+        if kv % tp and tp % kv:
+            problems.append(
+                f"{key} = {tp} and model.config.num_key_value_heads = {kv}: one must divide the other"
+            )
+        if role == "policy" and kv % tp and policy["backend"] == "megatron":
+            problems.append(
+                f"policy.parallel.tp = {tp} does not divide model.config.num_key_value_heads = {kv} "
+                "(megatron-core needs num_query_groups % tp == 0)"
+            )
+    if policy["pp"] > 1 and size.num_layers % policy["pp"]:
+        problems.append(
+            f"policy.parallel.pp = {policy['pp']} does not divide model.config.num_hidden_layers = {size.num_layers}"
+        )
+    ep = policy["ep"]
+    if ep > 1 and size.num_experts == 0:
+        problems.append(f"policy.parallel.ep = {ep} but model.family has no experts (use qwen3_5_moe)")
+    elif ep > 1 and size.num_experts % ep:
+        problems.append(
+            f"policy.parallel.ep = {ep} does not divide model.config.num_experts = {size.num_experts}"
+        )
+
+
+def _check_batch(recipe: Mapping, policy: dict, problems: list[str]) -> dict[str, int]:
+    algo = recipe["algorithm"]
+    global_batch = int(algo["prompts_per_step"]) * int(algo["generations_per_prompt"])
+    micro = int(recipe["policy"]["micro_batch_size"])
+    dp = policy["dp"]
+    if dp and global_batch % (dp * micro):
+        problems.append(
+            f"global batch algorithm.prompts_per_step x generations_per_prompt = {global_batch} is not "
+            f"divisible by DP x policy.micro_batch_size = {dp} x {micro}"
+        )
+    accum = global_batch // (dp * micro) if dp and global_batch % (dp * micro) == 0 else 0
+    return {"global_batch": global_batch, "micro_batch_size": micro, "grad_accumulation": accum}
+
+
+def make_plan(recipe: Mapping) -> Plan:
+    """Derive the resource plan of a resolved recipe.
+
+    Raises:
+        PlanError: listing every problem found, each naming the recipe keys involved.
+    """
+    problems: list[str] = []
+    cluster = recipe["cluster"]
+    nodes, per_node, device = int(cluster["nodes"]), int(cluster["devices_per_node"]), cluster["device"]
+    world = nodes * per_node
+    policy = _policy_parallel(recipe, world, problems)
+    gen_tp = int(recipe["generation"]["tp"])
+    if world % gen_tp:
+        problems.append(f"generation.tp = {gen_tp} does not divide the {world} devices")
+    generation = {"devices": world, "tp": gen_tp, "replicas": world // gen_tp if world % gen_tp == 0 else 0,
+                  "backend": recipe["generation"]["backend"]}
+
+    cfg = dict(recipe["model"].get("config") or {})
+    try:
+        size = model_size(cfg, family=recipe["model"]["family"])
+    except KeyError as missing:
+        problems.append(f"model.config.{missing.args[0]} is needed to plan (add it to the recipe)")
+        size = None
+    if size is not None:
+        _check_model(size, cfg, policy, gen_tp, problems)
+    batch = _check_batch(recipe, policy, problems)
+    policy.update(batch)
+    if problems:
+        raise PlanError(recipe["name"], problems)
+
+    memory = estimate_memory(recipe, size, policy) if size is not None and device in GPU_DEVICES else None
+    if memory is not None and memory.total > memory.capacity:
+        raise PlanError(recipe["name"], [
+            f"estimated {memory.total:.1f} GiB per {device} exceeds its {memory.capacity:.0f} GiB "
+            f"(weights {memory.weights:.1f}, grads {memory.grads:.1f}, optimizer {memory.optimizer:.1f}, "
+            f"activations {memory.activations:.1f}): raise policy.parallel.tp/ep/pp, enable "
+            "policy.distributed_optimizer or lower policy.micro_batch_size"
+        ])
+    timeout_h = float(recipe["limits"]["timeout_s"]) / 3600.0
+    gpu_hours = world * timeout_h if device in GPU_DEVICES else 0.0
+    budget = float(recipe["limits"].get("gpu_hours") or 0.0)
+    if budget and gpu_hours > budget:
+        raise PlanError(recipe["name"], [
+            f"limits.timeout_s = {recipe['limits']['timeout_s']} on {world} GPUs may spend "
+            f"{gpu_hours:.1f} GPU-hours, over limits.gpu_hours = {budget}"
+        ])
+    model = {"family": recipe["model"]["family"]}
+    if size is not None:
+        model.update(params_b=round(size.total_params / 1e9, 3), active_params_b=round(size.active_params / 1e9, 3),
+                     num_experts=size.num_experts, num_layers=size.num_layers, hidden_size=size.hidden_size)
+    return Plan(recipe=recipe["name"], device=device, nodes=nodes, devices_per_node=per_node, world=world,
+                policy=policy, generation=generation, model=model, memory=memory,
+                gpu_hours_max=gpu_hours, gpu_hours_budget=budget)
+
+
+__all__ = ["Plan", "PlanError", "make_plan", "device_capacity_gib"]
