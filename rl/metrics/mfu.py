@@ -1,0 +1,67 @@
+"""Peak throughput per device and model-FLOPs utilisation (MFU).
+
+`theoretical_tflops` sums the device peak over ranks, as the reference does; MFU is
+`(total_flops / train_seconds) / (theoretical_tflops * 1e12)`.
+
+Peaks are dense BF16 tensor-core figures from the vendors' data sheets (no sparsity):
+H100 and H200 SXM 989.5 TFLOP/s, A100 312 TFLOP/s.
+
+`cpu` is a NOMINAL 0.1 TFLOP/s (100 GFLOP/s) per rank, not a measurement: roughly an fp32 GEMM
+on a few AVX2/AVX-512 cores. CPU ranks of our tiny twins share cores, so a measured peak would
+move with machine load; a fixed figure keeps CPU MFU comparable between runs of one machine
+class. Read CPU MFU as a relative number, never as a utilisation of the silicon.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PEAK_TFLOPS", "mfu", "performance_metrics", "theoretical_tflops"]
+
+PEAK_TFLOPS: dict[str, float] = {
+    "h100": 989.5,
+    "h200": 989.5,
+    "a100": 312.0,
+    "cpu": 0.1,
+}
+
+
+def theoretical_tflops(device: str, num_ranks: int) -> float:
+    """Sum over `num_ranks` ranks of the device's peak, in TFLOP/s.
+
+    Raises:
+        ValueError: unknown device (the message lists the known ones), or num_ranks < 1.
+    """
+    key = device.lower()
+    if key not in PEAK_TFLOPS:
+        raise ValueError(f"cluster.device: no peak TFLOP/s for {device!r}; known: {sorted(PEAK_TFLOPS)}")
+    if num_ranks < 1:
+        raise ValueError(f"num_ranks must be >= 1, got {num_ranks}")
+    return PEAK_TFLOPS[key] * num_ranks
+
+
+def mfu(total_flops: float, seconds: float, theoretical_tflops: float) -> float:
+    """Achieved FLOP/s over peak FLOP/s, a fraction (0.4 means 40%)."""
+    if seconds <= 0:
+        raise ValueError(f"mfu: seconds must be positive, got {seconds}")
+    if theoretical_tflops <= 0:
+        raise ValueError(f"mfu: theoretical_tflops must be positive, got {theoretical_tflops}")
+    return total_flops / seconds / (theoretical_tflops * 1e12)
+
+
+def performance_metrics(
+    *, total_flops: float, num_tokens: int, seconds: float, device: str, num_ranks: int
+) -> dict[str, float]:
+    """The per-step `performance/*` metrics of one training step.
+
+    Args:
+        total_flops: model FLOPs of the step (see `rl.models.flops.total_flops`).
+        num_tokens: unpadded tokens trained on in the step, all ranks together.
+        seconds: wall time of the training step.
+        device: `cluster.device`.
+        num_ranks: training ranks (GPUs, or CPU processes).
+    """
+    peak = theoretical_tflops(device, num_ranks)
+    return {
+        "performance/mfu": mfu(total_flops, seconds, peak),
+        "performance/tflops_per_sec_per_gpu": total_flops / seconds / 1e12 / num_ranks,
+        "performance/tokens_per_sec_per_gpu": num_tokens / seconds / num_ranks,
+    }

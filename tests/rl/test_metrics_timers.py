@@ -1,0 +1,69 @@
+"""Timer accumulation with a fake clock, and the MFU arithmetic."""
+
+import pytest
+
+from rl.metrics import PEAK_TFLOPS, Timer, mfu, performance_metrics, theoretical_tflops
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_timer_accumulates_named_durations_and_total():
+    clock = FakeClock()
+    timer = Timer(prefix="timing/train/", clock=clock)
+    with timer:
+        for _ in range(2):
+            with timer.time("forward"):
+                clock.now += 1.5
+            clock.now += 0.25
+        with timer.time("optimizer"):
+            clock.now += 2.0
+    assert timer.metrics() == {
+        "timing/train/forward": 3.0,
+        "timing/train/optimizer": 2.0,
+        "timing/train/total": 5.5,
+    }
+    assert timer.seconds("forward") == 3.0 and timer.seconds("never") == 0.0
+    timer.reset()
+    assert timer.metrics() == {}
+
+
+def test_timer_records_on_exception():
+    clock = FakeClock()
+    timer = Timer(clock=clock)
+    with pytest.raises(RuntimeError):
+        with timer.time("step"):
+            clock.now += 1.0
+            raise RuntimeError("boom")
+    assert timer.metrics() == {"timing/step": 1.0}
+
+
+def test_theoretical_tflops_sums_device_peaks():
+    assert theoretical_tflops("h200", 16) == pytest.approx(16 * 989.5)
+    assert theoretical_tflops("H100", 1) == 989.5
+    assert theoretical_tflops("a100", 2) == 624.0
+    assert theoretical_tflops("cpu", 2) == pytest.approx(2 * PEAK_TFLOPS["cpu"])
+    with pytest.raises(ValueError, match=r"cluster.device: .*known: \['a100', 'cpu', 'h100', 'h200'\]"):
+        theoretical_tflops("tpu", 1)
+    with pytest.raises(ValueError, match="num_ranks"):
+        theoretical_tflops("h100", 0)
+
+
+def test_mfu_and_performance_metrics():
+    # 2 ranks of 989.5 TFLOP/s for 4 s can do 7916e12 FLOPs; half of that is 50% MFU.
+    assert mfu(3958e12, 4.0, 2 * 989.5) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="seconds"):
+        mfu(1.0, 0.0, 1.0)
+    perf = performance_metrics(
+        total_flops=3958e12, num_tokens=8000, seconds=4.0, device="h200", num_ranks=2
+    )
+    assert perf == pytest.approx({
+        "performance/mfu": 0.5,
+        "performance/tflops_per_sec_per_gpu": 3958 / 4 / 2,
+        "performance/tokens_per_sec_per_gpu": 1000.0,
+    })
