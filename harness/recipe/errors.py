@@ -41,10 +41,10 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def nearest(word: object, choices: Iterable[object]) -> str | None:
+def nearest(word: object, choices: Iterable[object], *, cutoff: float = 0.6) -> str | None:
     """The closest of `choices` to `word` (difflib), or None when nothing is close."""
     names = [str(c) for c in choices]
-    found = difflib.get_close_matches(str(word), names, n=1, cutoff=0.6)
+    found = difflib.get_close_matches(str(word), names, n=1, cutoff=cutoff)
     return found[0] if found else None
 
 
@@ -73,12 +73,18 @@ class Origin:
     """Who set a value: a file line, a command-line override, a tiny twin entry or a default.
 
     label is the provenance text (`harness show --provenance`); where prefixes error messages;
-    base_dir is what a relative path set here is relative to.
+    base_dir is what a relative path set here is relative to; key_prefix is where the value sits
+    in its file when that differs from its place in the recipe (`tiny`, a parity variant).
     """
 
     label: str
     where: str
     base_dir: Path
+    key_prefix: str = ""
+
+    def key(self, path: Iterable[object]) -> str:
+        """The key path to show for an error at `path` of a value set here."""
+        return ".".join(p for p in (self.key_prefix, dotted(path)) if p)
 
     @classmethod
     def file(cls, path: Path, line: int) -> Origin:
@@ -93,7 +99,8 @@ class Origin:
 
     @classmethod
     def tiny(cls, entry: Origin) -> Origin:
-        return cls(label=f"tiny twin ({entry.label})", where=entry.where, base_dir=entry.base_dir)
+        return cls(label=f"tiny twin ({entry.label})", where=entry.where, base_dir=entry.base_dir,
+                   key_prefix="tiny")
 
     @classmethod
     def default(cls, recipe: Path, label: str = "schema default") -> Origin:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.recipe import schema
@@ -98,7 +98,7 @@ def _defaults_entries(path: Path, raw: object, lines: dict, chain: tuple[Path, .
             siblings = [p.name for p in target.parent.glob("*.yaml")] if target.parent.is_dir() else []
             names = " -> ".join(display_path(p) for p in chain + (path,))
             raise RecipeError(f"defaults file not found: {item} (chain: {names})", where=origin.where,
-                              key="defaults", suggestion=nearest(target.name, siblings))
+                              key="defaults", suggestion=nearest(target.name, siblings, cutoff=0.8))
         out.append((Path(os.path.normpath(target)), origin))
     return out
 
@@ -125,7 +125,7 @@ def _check_variants(tree: Tree) -> None:
         probe = tree.copy()
         for key, value in entries.items():
             path = ("checks", "parity", "variants", name, key)
-            origin = tree.origin_of(path)
+            origin = replace(tree.origin_of(path), key_prefix=dotted(path[:-1]))
             keys = split_key(key, where=f"{origin.where}: {dotted(path)}")
             apply(probe, keys, value, origin, mode="schema")
         schema.fill_defaults(probe, tree.origins[()])

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.recipe import schema
-from harness.recipe.errors import Origin, RecipeError, dotted, nearest
+from harness.recipe.errors import Origin, RecipeError, nearest
 from harness.recipe.tree import Tree
 from harness.recipe.yamlsafe import parse_text
 
@@ -68,13 +68,13 @@ def apply(tree: Tree, keys: tuple[str, ...], value: object, origin: Origin, *, m
             here = tree.get(keys[:i])
             choices = names + (list(here) if isinstance(here, dict) else [])
             raise RecipeError(f"unknown key; '++{'.'.join(keys)}=...' adds a new key", where=origin.where,
-                              key=dotted(keys[: i + 1]), suggestion=nearest(keys[i], choices))
+                              key=origin.key(keys[: i + 1]), suggestion=nearest(keys[i], choices))
     if mode == "schema":
         problem = schema.path_problem(keys, named_only=False)
         if problem is not None:
             i, names = problem
-            raise RecipeError(f"{'.'.join(keys)!r} is not a recipe key path", where=origin.where,
-                              key=dotted(keys[: i + 1]), suggestion=nearest(keys[i], names))
+            raise RecipeError("not a recipe key path", where=origin.where, key=origin.key(keys[: i + 1]),
+                              suggestion=nearest(keys[i], names))
     tree.set(keys, value, origin)
 
 

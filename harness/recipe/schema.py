@@ -151,7 +151,8 @@ def _message(error: ValidationError) -> str:
 def _error(tree: Tree, path: tuple, message: str, *, suggestion: str | None = None,
            at: tuple | None = None) -> RecipeError:
     origin = tree.origin_of(path if at is None else at)
-    return RecipeError(message, where=origin.where if origin else "", key=dotted(path), suggestion=suggestion)
+    key = origin.key(path) if origin else dotted(path)
+    return RecipeError(message, where=origin.where if origin else "", key=key, suggestion=suggestion)
 
 
 def _fits(instance: object, branch: dict) -> bool:

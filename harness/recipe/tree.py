@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from harness.recipe.errors import Origin, RecipeError, dotted
+from harness.recipe.errors import Origin, RecipeError
 
 
 @dataclass(kw_only=True)
@@ -50,7 +50,7 @@ class Tree:
                 self.origins[path[: i + 1]] = origin
             elif not isinstance(child, dict):
                 raise RecipeError(f"is {_kind(child)}, not a mapping, so it has no key '{path[i + 1]}'",
-                                  where=origin.where, key=dotted(path[: i + 1]))
+                                  where=origin.where, key=origin.key(path[: i + 1]))
             node = child
         self._drop_under(path)
         node[path[-1]] = copy.deepcopy(value)

@@ -23,6 +23,7 @@ MAX_DEPTH = 64
 Lines = dict[tuple, int]
 
 _TAG = "tag:yaml.org,2002:"
+_COLLECTION_TAGS = {_TAG + "map", _TAG + "seq"}
 _PLAIN_TAGS = {_TAG + t for t in ("null", "bool", "int", "float", "str")}
 
 
@@ -117,6 +118,8 @@ class _Builder:
                 raise self._fail(f"more than {MAX_ALIASES} YAML alias uses (an alias bomb?)", node, path)
         self.seen.add(id(node))
         stack = stack + (id(node),)
+        if isinstance(node, (MappingNode, SequenceNode)) and node.tag not in _COLLECTION_TAGS:
+            raise self._fail(f"unsupported YAML type {node.tag.removeprefix(_TAG)!r}", node, path)
         if isinstance(node, MappingNode):
             return self._mapping(node, path, stack)
         if isinstance(node, SequenceNode):
