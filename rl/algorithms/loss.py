@@ -155,19 +155,21 @@ def clipped_pg_loss(
     assert sample_mask.shape == shape[:1], f"sample_mask must be [B], got {tuple(sample_mask.shape)}"
     if cfg.kl_beta != 0.0 and ref_logprobs is None:
         raise ValueError("algorithm.loss.kl_beta is non-zero but no ref_logprobs were given")
+    # Loss math runs in at least fp32, also for a bf16 policy (as the reference does).
+    dtype = torch.promote_types(curr_logprobs.dtype, torch.float32)
     adv = advantages[:, None] if advantages.ndim == 1 else advantages
-    adv = adv.to(curr_logprobs.dtype)
-    mask = token_mask.to(curr_logprobs.dtype) * sample_mask.to(curr_logprobs.dtype)[:, None]
+    adv = adv.to(dtype)
+    mask = token_mask.to(dtype) * sample_mask.to(dtype)[:, None]
     n = num_tokens
 
     # Zero the log-probs of masked-out tokens first: a -inf there would give NaN gradients
     # even through a masked sum (0 * nan = nan in backward).
     keep = mask != 0
     curr_logprobs, prev_logprobs, gen_logprobs = (
-        _zero_outside(x, keep) for x in (curr_logprobs, prev_logprobs, gen_logprobs)
+        _zero_outside(x.to(dtype), keep) for x in (curr_logprobs, prev_logprobs, gen_logprobs)
     )
     if ref_logprobs is not None:
-        ref_logprobs = _zero_outside(ref_logprobs, keep)
+        ref_logprobs = _zero_outside(ref_logprobs.to(dtype), keep)
 
     ratio = torch.exp(curr_logprobs - prev_logprobs)
     clipped_ratio = ratio.clamp(1.0 - cfg.clip_low, 1.0 + cfg.clip_high)
@@ -180,7 +182,7 @@ def clipped_pg_loss(
     if ref_logprobs is not None:
         kl = masked_mean(k3(curr_logprobs, ref_logprobs), mask, n)
     else:
-        kl = torch.zeros((), dtype=curr_logprobs.dtype, device=curr_logprobs.device)
+        kl = torch.zeros((), dtype=dtype, device=curr_logprobs.device)
     loss = pg_loss + cfg.kl_beta * kl if cfg.kl_beta != 0.0 else pg_loss
 
     with torch.no_grad():
@@ -190,20 +192,21 @@ def clipped_pg_loss(
             (ratio > 1.0 + cfg.clip_high) & (adv > 0)
         )
         log_ratio = curr_logprobs.detach() - prev_logprobs
-        metrics = {
-            "loss": loss.item(),
-            "pg_loss": pg_loss.item(),
-            "kl_penalty": kl.item(),
-            "clip_fraction": masked_mean(clip_active.to(mask.dtype), mask, n).item(),
-            "approx_kl": masked_mean(k3(prev_logprobs, curr_logprobs.detach()), mask, n).item(),
-            "ratio_mean": masked_mean(torch.exp(log_ratio), mask, n).item(),
-            "is_weight_mean": masked_mean(w, mask, n).item(),
-            "is_truncated_fraction": masked_mean(truncated.to(mask.dtype), mask, n).item(),
-            "token_mult_prob_error": token_mult_prob_error(
-                gen_logprobs, prev_logprobs, mask, n
-            ).item(),
-            "gen_kl_error": gen_kl_error(gen_logprobs, prev_logprobs, mask, n).item(),
-            "num_tokens": mask.sum().item(),
-            "num_valid_samples": (sample_mask != 0).sum().item(),
+        tensors = {
+            "loss": loss.detach(),
+            "pg_loss": pg_loss.detach(),
+            "kl_penalty": kl.detach(),
+            "clip_fraction": masked_mean(clip_active.to(mask.dtype), mask, n),
+            "approx_kl": masked_mean(k3(prev_logprobs, curr_logprobs.detach()), mask, n),
+            "ratio_mean": masked_mean(torch.exp(log_ratio), mask, n),
+            "is_weight_mean": masked_mean(w, mask, n),
+            "is_truncated_fraction": masked_mean(truncated.to(mask.dtype), mask, n),
+            "token_mult_prob_error": token_mult_prob_error(gen_logprobs, prev_logprobs, mask, n),
+            "gen_kl_error": gen_kl_error(gen_logprobs, prev_logprobs, mask, n),
+            "num_tokens": mask.sum(),
+            "num_valid_samples": (sample_mask != 0).sum().to(mask.dtype),
         }
+        # One device-to-host copy for all metrics instead of one sync per metric.
+        values = torch.stack([t.to(dtype) for t in tensors.values()]).tolist()
+        metrics = dict(zip(tensors, values))
     return loss, metrics

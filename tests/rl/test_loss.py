@@ -191,3 +191,15 @@ def test_kl_estimators_hand_computed():
     assert gen_kl_error(gen, prev, mask).item() == pytest.approx(1 - LN2)
     assert gen_kl_error(gen, prev, mask, num_tokens=4).item() == pytest.approx((1 - LN2) / 4)
     assert masked_mean(torch.tensor([3.0]), torch.tensor([0.0])).item() == 0.0
+
+
+def test_bf16_policy_logprobs_give_fp32_loss_and_bf16_grad():
+    curr = RATIOS.log().to(torch.bfloat16).requires_grad_(True)
+    prev = torch.zeros(2, 2, dtype=torch.bfloat16)
+    loss, m = clipped_pg_loss(
+        curr_logprobs=curr, prev_logprobs=prev, gen_logprobs=prev, ref_logprobs=None,
+        advantages=ADV, token_mask=ONES, sample_mask=torch.ones(2), cfg=LossConfig(),
+    )
+    loss.backward()
+    assert loss.dtype == torch.float32 and curr.grad.dtype == torch.bfloat16
+    assert m["loss"] == pytest.approx(0.425, abs=1e-2)
