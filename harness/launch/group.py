@@ -1,7 +1,9 @@
 """The engine's process group: signal it, wait until it is empty, and reap what we adopted.
 
 The engine runs as the leader of its own session and process group, so one `killpg` reaches it
-and every helper it forked (data loaders, Ray drivers, a child that ignores SIGTERM). When the
+and every helper it forked (data loaders, Ray drivers, a child that ignores SIGTERM); helpers that
+moved to a group of their own stay in the session and are signalled one by one. (A helper that
+starts a session of its own, `setsid`, escapes us: that is what setsid is for.) When the
 leader dies first its children are re-parented; many container init processes (PID 1) never reap
 them, leaving zombies. So while the engine runs the harness makes itself a *child subreaper*
 (Linux `prctl`): orphans of the engine come back to us and `reap_adopted` collects them.
@@ -17,9 +19,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
+
+
+class Member(NamedTuple):
+    pid: int
+    ppid: int
+    pgrp: int
+    state: str  # "R", "S", "Z" (zombie), ...; "?" when unknown
 
 
 @contextlib.contextmanager
@@ -43,13 +53,13 @@ def child_subreaper() -> Iterator[bool]:
             libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
-def group_members(pgid: int) -> list[tuple[int, int, str]]:
-    """(pid, ppid, state) of every process in group `pgid`, zombies included (Linux /proc)."""
+def group_members(leader: int) -> list[Member]:
+    """Every process in the group or session led by `leader`, zombies included."""
     members = []
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return _members_without_proc(pgid)
+        return _members_without_proc(leader)
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -58,43 +68,48 @@ def group_members(pgid: int) -> list[tuple[int, int, str]]:
                 stat = f.read().decode("ascii", "replace")
         except OSError:
             continue  # exited while we looked
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid:
-            members.append((int(entry), int(fields[1]), fields[0]))
+        fields = stat[stat.rfind(")") + 2 :].split()  # state ppid pgrp session ...
+        if len(fields) >= 4 and leader in (int(fields[2]), int(fields[3])):
+            members.append(Member(int(entry), int(fields[1]), int(fields[2]), fields[0]))
     return members
 
 
-def _members_without_proc(pgid: int) -> list[tuple[int, int, str]]:
+def _members_without_proc(leader: int) -> list[Member]:
     try:
-        os.killpg(pgid, 0)
+        os.killpg(leader, 0)
     except ProcessLookupError:
         return []
     except PermissionError:
         pass
-    return [(pgid, -1, "?")]
+    return [Member(leader, -1, leader, "?")]
 
 
-def live_members(pgid: int) -> list[int]:
-    """Pids in group `pgid` that are not zombies: the ones a signal can still stop."""
-    return [pid for pid, _, state in group_members(pgid) if state != "Z"]
+def live_members(leader: int) -> list[int]:
+    """Pids in the engine's group or session that are not zombies: the ones a signal can still stop."""
+    return [m.pid for m in group_members(leader) if m.state != "Z"]
 
 
-def reap_adopted(pgid: int, leader: int) -> None:
-    """Collects exit statuses of the group's processes that were re-parented to us."""
+def reap_adopted(leader: int) -> None:
+    """Collects exit statuses of the engine's helpers that were re-parented to us."""
     me = os.getpid()
-    for pid, ppid, state in group_members(pgid):
-        if ppid == me and pid != leader and state == "Z":
+    for m in group_members(leader):
+        if m.ppid == me and m.pid != leader and m.state == "Z":
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+                os.waitpid(m.pid, os.WNOHANG)
 
 
-def signal_group(pgid: int, sig: int) -> bool:
-    """Sends `sig` to the group; False when it is already gone."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    return True
+def signal_group(leader: int, sig: int) -> bool:
+    """Sends `sig` to the engine's group and to session members outside it; False if none was left."""
+    sent = False
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(leader, sig)
+        sent = True
+    for m in group_members(leader):
+        if m.pgrp != leader and m.state != "Z":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(m.pid, sig)
+                sent = True
+    return sent
 
 
 def wait_group_empty(proc: subprocess.Popen, timeout_s: float, poll_s: float = 0.05) -> bool:
@@ -102,9 +117,9 @@ def wait_group_empty(proc: subprocess.Popen, timeout_s: float, poll_s: float = 0
     deadline = time.monotonic() + timeout_s
     while True:
         proc.poll()
-        reap_adopted(proc.pid, proc.pid)
+        reap_adopted(proc.pid)
         if proc.returncode is not None and not live_members(proc.pid):
-            reap_adopted(proc.pid, proc.pid)
+            reap_adopted(proc.pid)
             return True
         if time.monotonic() >= deadline:
             return False
@@ -116,7 +131,6 @@ def stop_group(proc: subprocess.Popen, sig: int, grace_s: float) -> bool:
 
     Returns True when SIGKILL was needed. A second Ctrl-C during the grace skips the wait.
     """
-    killed = False
     try:
         signal_group(proc.pid, sig)
         if wait_group_empty(proc, grace_s):

@@ -124,7 +124,7 @@ def plot_section(
         while filename in used:
             filename, n = f"{stem}_{n}.png", n + 1
         used.add(filename)
-        lines_at = [(s.threshold, s.label) for s in specs if s.metric == metric and s.threshold is not None]
+        lines_at = [(s.threshold, f"{s.label}: {s.threshold:g}") for s in specs if s.metric == metric and s.threshold is not None]
         try:
             draw_metric(run_dir / "plots" / filename, name=metric, series=series, thresholds=lines_at,
                         title=f"{recipe_name}: {metric}")  # fmt: skip

@@ -1,7 +1,7 @@
 """A tiny stand-in for the engine, for the launcher's tests: it speaks the run-dir contract.
 
     python tests/data/fake_engine.py --out RUN_DIR --steps 5 --sleep 0.05 [--crash-at 3] [--hang]
-        [--ignore-sigterm] [--spawn-child] [--no-status] [--exit-code N] [--torn-tail]
+        [--ignore-sigterm] [--spawn-child [--child-own-group]] [--no-status] [--exit-code N] [--torn-tail]
 
 It appends one metrics.jsonl line per step, keeps status.json current, prints to stdout and stderr,
 and writes "interrupted" to status.json when it gets SIGINT (as a well-behaved engine does).
@@ -28,7 +28,7 @@ def write_status(out: Path, **fields: object) -> None:
 def spawn_child(out: Path) -> None:
     """A helper process that ignores SIGTERM and would live forever."""
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)"
-    child = subprocess.Popen([sys.executable, "-c", code])
+    child = subprocess.Popen([sys.executable, "-c", code], process_group=0 if ARGS.child_own_group else None)
     (out / "child.pid").write_text(str(child.pid))
 
 
@@ -85,6 +85,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--hang", action="store_true")
     p.add_argument("--ignore-sigterm", action="store_true")
     p.add_argument("--spawn-child", action="store_true")
+    p.add_argument("--child-own-group", action="store_true", help="the child moves to a process group of its own")
     p.add_argument("--no-status", action="store_true")
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--torn-tail", action="store_true")

@@ -144,3 +144,10 @@ def test_bad_arguments_name_the_field(tmp_path, kwargs, field):
     args = {"command": ["true"], "run_dir": tmp_path, "env": {}, "timeout_s": 5, "total_steps": 1, **kwargs}
     with pytest.raises(ValueError, match=field):
         launch(**args)
+
+
+def test_timeout_reaches_a_helper_that_left_the_process_group(tmp_path):
+    result, _, _ = run(tmp_path, "--hang", "--spawn-child", "--child-own-group", timeout_s=1.0, grace_s=0.3)
+    assert result.state == "timeout"
+    for name in ("engine.pid", "child.pid"):
+        assert gone(int((tmp_path / name).read_text())), name
