@@ -10,6 +10,13 @@ from harness.plan import Plan, make_plan
 from harness.recipe import load_recipe
 
 
+def _count(n: int) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return str(n)
+
+
 def format_plan(plan: Plan) -> str:
     pol, gen = plan.policy, plan.generation
     lines = [
@@ -21,15 +28,16 @@ def format_plan(plan: Plan) -> str:
         f" x accumulation {pol['grad_accumulation']}",
         f"generation {gen['backend']}: TP {gen['tp']} x {gen['replicas']} replicas",
     ]
-    if "params_b" in plan.model:
-        lines.append(f"model      {plan.model['family']}: {plan.model['params_b']:.3g} B params,"
-                     f" {plan.model['active_params_b']:.3g} B active, {plan.model['num_experts']} experts")
+    if "params" in plan.model:
+        lines.append(f"model      {plan.model['family']}: {_count(plan.model['params'])} params,"
+                     f" {_count(plan.model['active_params'])} active, {plan.model['num_experts']} experts")
     if plan.memory is not None:
         m = plan.memory
         lines.append(f"memory     {m.total:.1f} of {m.capacity:.0f} GiB per GPU (weights {m.weights:.1f}, grads "
                      f"{m.grads:.1f}, optimizer {m.optimizer:.1f}, activations {m.activations:.1f}; seq {m.seq_len})")
     budget = f" (budget {plan.gpu_hours_budget:g})" if plan.gpu_hours_budget else ""
     lines.append(f"gpu-hours  at most {plan.gpu_hours_max:.2f}{budget}")
+    lines.extend(f"warning    {w}" for w in plan.warnings)
     return "\n".join(lines) + "\n"
 
 

@@ -76,8 +76,8 @@ def _policy_parallel(recipe: Mapping, world: int, problems: list[str]) -> dict[s
         if world % expert_span:
             problems.append(
                 f"policy.parallel.etp x ep x pp = {etp} x {ep} x {pp} = {expert_span} does not divide the "
-                f"{world} devices: megatron-core needs ETP x EP to divide TP x CP x DP = {world // pp} "
-                f"(set policy.parallel.etp: 1 to spread experts over the tensor-parallel ranks)"
+                f"{world} devices: megatron-core needs ETP x EP to divide TP x CP x DP = {world // pp}"
+                + (" (policy.parallel.etp: 1 spreads experts over the tensor-parallel ranks)" if etp > 1 else "")
             )
     if tp == 1 and sp:
         problems.append("policy.parallel.sp: sequence parallel needs policy.parallel.tp > 1")
@@ -157,11 +157,17 @@ def make_plan(recipe: Mapping) -> Plan:
                   "backend": recipe["generation"]["backend"]}
 
     cfg = dict(recipe["model"].get("config") or {})
+    warnings: list[str] = []
     try:
         size = model_size(cfg, family=recipe["model"]["family"])
     except KeyError as missing:
-        problems.append(f"model.config.{missing.args[0]} is needed to plan (add it to the recipe)")
         size = None
+        message = f"model.config.{missing.args[0]} is needed to plan"
+        sharded = max(policy["tp"], policy["pp"], policy["cp"], policy["ep"], gen_tp) > 1
+        if sharded or device in GPU_DEVICES:
+            problems.append(f"{message} a sharded or GPU run (add it to the recipe)")
+        else:
+            warnings.append(f"{message} memory and head divisibility: not checked (a CPU run at TP 1)")
     if size is not None:
         _check_model(size, cfg, policy, gen_tp, problems)
     batch = _check_batch(recipe, policy, problems)
@@ -187,11 +193,11 @@ def make_plan(recipe: Mapping) -> Plan:
         ])
     model = {"family": recipe["model"]["family"]}
     if size is not None:
-        model.update(params_b=round(size.total_params / 1e9, 3), active_params_b=round(size.active_params / 1e9, 3),
+        model.update(params=size.total_params, active_params=size.active_params,
                      num_experts=size.num_experts, num_layers=size.num_layers, hidden_size=size.hidden_size)
     return Plan(recipe=recipe["name"], device=device, nodes=nodes, devices_per_node=per_node, world=world,
                 policy=policy, generation=generation, model=model, memory=memory,
-                gpu_hours_max=gpu_hours, gpu_hours_budget=budget)
+                gpu_hours_max=gpu_hours, gpu_hours_budget=budget, warnings=warnings)
 
 
 __all__ = ["Plan", "PlanError", "make_plan", "device_capacity_gib"]

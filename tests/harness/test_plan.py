@@ -1,0 +1,97 @@
+"""The resource plan: each megatron-core start-up rule is caught before launch, naming its keys."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from harness.plan import PlanError, make_plan, model_size
+
+QWEN35_35B = {
+    "hidden_size": 2048, "num_hidden_layers": 40, "num_attention_heads": 16, "num_key_value_heads": 2,
+    "head_dim": 256, "vocab_size": 248320, "tie_word_embeddings": False, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4, "num_experts": 256, "num_experts_per_tok": 8,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+}
+
+
+def recipe(**changes) -> dict:
+    base = {
+        "name": "r",
+        "model": {"family": "qwen3_5_moe", "config": copy.deepcopy(QWEN35_35B)},
+        "cluster": {"nodes": 2, "devices_per_node": 8, "device": "h200"},
+        "policy": {"backend": "megatron", "parallel": {"tp": 2, "pp": 1, "cp": 2, "ep": 16, "etp": 1, "sp": True},
+                   "micro_batch_size": 1, "max_seq_len": 8192, "precision": "bf16", "distributed_optimizer": True},
+        "generation": {"backend": "vllm", "tp": 4, "max_new_tokens": 4096},
+        "algorithm": {"prompts_per_step": 32, "generations_per_prompt": 16},
+        "limits": {"timeout_s": 3600, "gpu_hours": 0},
+    }
+    for dotted, value in changes.items():
+        node = base
+        *parents, leaf = dotted.split("__")
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+    return base
+
+
+def test_qwen3_5_35b_a3b_counts_match_its_name():
+    size = model_size(QWEN35_35B, family="qwen3_5_moe")
+    assert 34e9 < size.total_params < 36e9  # "35B"
+    assert 3e9 < size.active_params < 4e9  # "A3B"
+
+
+def test_production_plan_is_sound():
+    plan = make_plan(recipe())
+    assert (plan.world, plan.policy["dp"], plan.policy["expert_dp"]) == (16, 4, 1)
+    assert plan.generation["replicas"] == 4
+    assert plan.memory is not None and plan.memory.total < plan.memory.capacity
+    assert plan.gpu_hours_max == pytest.approx(16.0)
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"policy__parallel": {"tp": 2, "pp": 1, "cp": 3, "ep": 16, "etp": 1, "sp": True}}, "policy.parallel.tp x pp x cp"),
+        ({"policy__parallel": {"tp": 2, "pp": 1, "cp": 2, "ep": 12, "etp": 1, "sp": True}}, "model.config.num_experts"),
+        ({"policy__parallel": {"tp": 2, "pp": 1, "cp": 2, "ep": 16, "etp": 2, "sp": True}}, "policy.parallel.etp x ep x pp"),
+        ({"policy__parallel": {"tp": 2, "pp": 1, "cp": 2, "ep": 16, "etp": 1, "sp": False}}, "policy.parallel.sp must be true"),
+        ({"policy__parallel": {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": True}}, "needs policy.parallel.tp > 1"),
+        ({"policy__parallel": {"tp": 16, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": True}}, "num_key_value_heads"),
+        ({"policy__parallel": {"tp": 1, "pp": 16, "cp": 1, "ep": 1, "etp": 1, "sp": False}}, "num_hidden_layers"),
+        ({"generation__tp": 3}, "generation.tp = 3 does not divide the 16 devices"),
+        ({"algorithm__prompts_per_step": 33, "algorithm__generations_per_prompt": 3}, "not divisible by DP x policy.micro_batch_size"),
+        ({"policy__backend": "torch"}, "policy.backend torch supports data parallel only"),
+        ({"policy__distributed_optimizer": False, "policy__precision": "fp32",
+          "policy__parallel": {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": False}}, "exceeds its"),
+        ({"limits__gpu_hours": 10}, "over limits.gpu_hours"),
+    ],
+)
+def test_each_bad_plan_is_rejected_naming_its_keys(changes, named):
+    with pytest.raises(PlanError) as info:
+        make_plan(recipe(**changes))
+    assert named in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_dense_model_with_expert_parallel_is_rejected():
+    r = recipe(model={"family": "qwen3_5", "config": {k: v for k, v in QWEN35_35B.items() if "expert" not in k}})
+    with pytest.raises(PlanError, match="has no experts"):
+        make_plan(r)
+
+
+def test_cpu_run_without_head_counts_plans_with_a_warning():
+    r = recipe(cluster={"nodes": 1, "devices_per_node": 2, "device": "cpu"}, policy__backend="torch",
+               policy__parallel={"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": False},
+               generation__tp=1, model={"family": "qwen3_5", "config": {"hidden_size": 64}})
+    plan = make_plan(r)
+    assert plan.memory is None and plan.gpu_hours_max == 0.0
+    assert any("num_hidden_layers" in w for w in plan.warnings)
+
+
+def test_gpu_run_without_head_counts_is_rejected():
+    r = recipe(model={"family": "qwen3_5", "config": {"hidden_size": 64}})
+    with pytest.raises(PlanError, match="is needed to plan"):
+        make_plan(r)
