@@ -1,0 +1,149 @@
+"""The `harness` command end to end on synthetic run dirs: verdicts, exit codes, outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_run(run_dir: Path, *, steps: int = 5, planned: int = 5, state: str = "completed", reward=None,
+              invariants=True, thresholds: str | None = None) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    reward = reward or (lambda s: 0.1 * s)
+    with (run_dir / "metrics.jsonl").open("w") as f:
+        for s in range(1, steps + 1):
+            f.write(json.dumps({"step": s, "train/reward": reward(s), "train/loss": 1.0 / s}) + "\n")
+    (run_dir / "status.json").write_text(json.dumps({"state": state, "exit_code": 0, "last_step": steps,
+                                                     "num_steps": planned, "wall_s": 3.0}))
+    if invariants:
+        (run_dir / "invariants.jsonl").write_text(
+            "".join(json.dumps({"check": "flops_fields", "ok": True, "step": s}) + "\n" for s in range(1, steps + 1)))
+    th = run_dir.parent / "thresholds.yaml"
+    th.write_text(thresholds or yaml.safe_dump({"recipe": "r", "checks": [
+        {"name": "reward_high", "expr": "mean(train/reward, -2) > 0.3", "why": "test", "since": "2026-11-30"},
+        {"name": "loss_finite", "expr": "all_finite(train/loss)", "why": "test", "since": "2026-11-30"},
+    ]}))
+    recipe = {"name": "r", "engine": "rl", "algorithm": {"num_steps": planned}, "data_plane": {"backend": "legacy"},
+              "env": {}, "checks": {"thresholds": str(th), "hardware": None, "invariants": True}}
+    (run_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    return run_dir
+
+
+def test_check_passes_a_good_run_and_writes_reports(tmp_path, capsys):
+    run = write_run(tmp_path / "run")
+    assert main(["check", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "PASS: 4 of 4 checks passed" in out
+    result = json.loads((run / "result.json").read_text())
+    assert result["ok"] is True
+    cases = ET.parse(run / "junit.xml").getroot().iter("testcase")
+    assert {c.get("name") for c in cases} >= {"reward_high", "loss_finite", "run_completed"}
+    report = (run / "report.md").read_text()
+    assert "reward_high" in report and (run / "plots").is_dir()
+
+
+def test_check_fails_a_truncated_run_with_exit_1(tmp_path, capsys):
+    run = write_run(tmp_path / "run", steps=3, planned=5, state="failed")
+    assert main(["check", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "run stopped at step 3 of 5" in out
+
+
+def test_check_fails_when_no_invariant_was_recorded(tmp_path, capsys):
+    run = write_run(tmp_path / "run", invariants=False)
+    assert main(["check", str(run)]) == 1
+    assert "invariants.jsonl is missing or empty" in capsys.readouterr().out
+
+
+def test_check_of_a_reference_metrics_file(tmp_path, capsys):
+    data = {"train/reward": {str(s): 0.1 * s for s in range(1, 11)}}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(data))
+    th = tmp_path / "t.yaml"
+    th.write_text(yaml.safe_dump({"recipe": "ext", "checks": [
+        {"name": "max_reward", "expr": "max(train/reward) > 0.5", "why": "x", "since": "2026-11-30"}]}))
+    assert main(["check", str(path), "--thresholds", str(th)]) == 0
+    assert (tmp_path / "result.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["check", "does/not/exist"], "no such run dir"),
+        (["compare", "a", "b"], "no such run dir"),
+        (["show", "missing.yaml"], "missing.yaml"),
+        (["validate", "nowhere"], "no such file or folder"),
+        (["run", "--bogus"], "unrecognized arguments"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) if argv[0] == "run" else _nothing():
+        code = main(argv)
+        assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_bad_threshold_file_is_exit_2(tmp_path, capsys):
+    run = write_run(tmp_path / "run", thresholds="recipe: r\nchecks:\n  - name: x\n    expr: '__import__(1)'\n"
+                                                 "    why: w\n    since: 2026-11-30\n")
+    assert main(["check", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_compare_names_the_first_divergence(tmp_path, capsys):
+    a = write_run(tmp_path / "a")
+    b = write_run(tmp_path / "b", reward=lambda s: 0.1 * s + (0.5 if s == 4 else 0.0))
+    assert main(["compare", str(a), str(a)]) == 1  # no logprob digest: parity cannot be shown
+    assert main(["compare", str(a), str(b)]) == 1
+    assert "first divergence at step 4, train/reward" in capsys.readouterr().out
+
+
+def test_check_imports_neither_torch_nor_ray(tmp_path):
+    run = write_run(tmp_path / "run")
+    code = ("import sys; from harness.cli import main; rc = main(['check', %r]); "
+            "bad = [m for m in ('torch', 'ray', 'rl', 'transformers') if m in sys.modules]; "
+            "print('LOADED', bad); sys.exit(rc)") % str(run)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert "LOADED []" in out.stdout
+
+
+def test_validate_all_recipes_passes():
+    assert main(["validate", str(REPO / "recipes")]) == 0
+
+
+def test_dry_run_writes_recipe_and_plan(tmp_path, capsys):
+    out = tmp_path / "dry"
+    assert main(["run", str(REPO / "recipes" / "qwen3_5_35b.yaml"), "--dry-run", "--out", str(out)]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["world"] == 16 and plan["roles"]["policy"]["ep"] == 16
+    assert yaml.safe_load((out / "recipe.yaml").read_text())["name"] == "qwen3_5_35b"
+    assert "would launch" in capsys.readouterr().out
+
+
+def test_run_rejects_a_bad_plan_before_launch(tmp_path, capsys):
+    out = tmp_path / "never"
+    code = main(["run", str(REPO / "recipes" / "qwen3_5_35b.yaml"), "policy.parallel.ep=12", "--out", str(out)])
+    assert code == 2
+    assert "policy.parallel.ep = 12" in capsys.readouterr().err
+    assert not out.exists()
