@@ -45,13 +45,13 @@ def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = (), *, scale
     tree = load_chain(source, ())
     tree.origins[()] = Origin.file(source, 1)
     tiny, tiny_origins = tree.pop_top("tiny")
-    tiny_entries = _tiny_entries(tiny, tiny_origins, tree)
+    tiny_entries = _tiny_entries(tiny, tiny_origins)
 
     def build(with_tiny: bool) -> Tree:
         out = tree.copy()
         if with_tiny:
-            for keys, value, origin in tiny_entries:
-                apply(out, keys, value, origin, mode="schema")
+            for keys, value, origin, inner in tiny_entries:
+                apply(out, keys, value, origin, mode="schema", inner=inner)
         for item in parsed:
             apply(out, item.keys, item.value, Origin.override(item.text, source), mode="add" if item.add else "set")
         schema.fill_defaults(out, Origin.default(source))
@@ -103,8 +103,8 @@ def _defaults_entries(path: Path, raw: object, lines: dict, chain: tuple[Path, .
     return out
 
 
-def _tiny_entries(tiny: object, origins: dict, tree: Tree) -> list[tuple[tuple[str, ...], object, Origin]]:
-    """The `tiny:` block as (key path, value, origin); shape errors point at the block."""
+def _tiny_entries(tiny: object, origins: dict) -> list[tuple[tuple[str, ...], object, Origin, dict]]:
+    """The `tiny:` block as (key path, value, origin, origins inside the value); errors point at it."""
     if tiny is None:
         return []
     block = origins[("tiny",)]
@@ -114,7 +114,8 @@ def _tiny_entries(tiny: object, origins: dict, tree: Tree) -> list[tuple[tuple[s
     for key, value in tiny.items():
         entry = origins.get(("tiny", key), block)
         keys = split_key(key, where=f"{entry.where}: tiny")
-        out.append((keys, value, Origin.tiny(entry)))
+        inner = {p[2:]: Origin.tiny(o) for p, o in origins.items() if p[:2] == ("tiny", key) and len(p) > 2}
+        out.append((keys, value, Origin.tiny(entry), inner))
     return out
 
 

@@ -58,7 +58,8 @@ def parse_override(text: str, *, recipe: Path) -> Override:
     return Override(text=text, keys=keys, value=parse_text(raw, where=where), add=add)
 
 
-def apply(tree: Tree, keys: tuple[str, ...], value: object, origin: Origin, *, mode: str) -> None:
+def apply(tree: Tree, keys: tuple[str, ...], value: object, origin: Origin, *, mode: str,
+          inner: dict[tuple, Origin] | None = None) -> None:
     """Set one dotted key in `tree`, after the checks that `mode` asks for (see module doc)."""
     assert mode in ("set", "add", "schema"), mode
     if mode == "set" and tree.get(keys, _MISSING) is _MISSING:
@@ -75,7 +76,7 @@ def apply(tree: Tree, keys: tuple[str, ...], value: object, origin: Origin, *, m
             i, names = problem
             raise RecipeError("not a recipe key path", where=origin.where, key=origin.key(keys[: i + 1]),
                               suggestion=nearest(keys[i], names))
-    tree.set(keys, value, origin)
+    tree.set(keys, value, origin, inner)
 
 
 def apply_overrides(data: dict, overrides: Mapping[str, object], *, label: str = "variant") -> dict:

@@ -39,8 +39,11 @@ class Tree:
         """Deep-merge `top` into self: mappings merge, anything else replaces; `top` wins."""
         _merge(self, top, self.data, top.data, ())
 
-    def set(self, path: tuple, value: object, origin: Origin) -> None:
-        """Set `path` to `value`, creating missing mappings; the value replaces what was there."""
+    def set(self, path: tuple, value: object, origin: Origin, inner: dict[tuple, Origin] | None = None) -> None:
+        """Set `path` to `value`, creating missing mappings; the value replaces what was there.
+
+        inner: origins of keys inside a mapping value (relative paths), where finer than `origin`.
+        """
         assert path, "cannot set the root"
         node = self.data
         for i, key in enumerate(path[:-1]):
@@ -55,6 +58,9 @@ class Tree:
         self._drop_under(path)
         node[path[-1]] = copy.deepcopy(value)
         _stamp(self.origins, path, value, origin)
+        for rel, sub in (inner or {}).items():
+            if path + rel in self.origins:
+                self.origins[path + rel] = sub
 
     def get(self, path: tuple, default: object = None) -> object:
         node: object = self.data
