@@ -2,18 +2,22 @@
 
 The engine writes straight into engine.log through the file descriptor it inherits (not through a
 pipe we read), so its output survives the harness being killed. It runs in its own session, so a
-terminal's Ctrl-C reaches only the harness, which forwards it to the whole engine group.
+terminal's Ctrl-C reaches only the harness, which forwards it to the whole engine group. A SIGTERM
+to the harness (a cancelled CI job, `kill`) is forwarded the same way, so a cancelled harness does
+not leave an engine running on the machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -88,8 +92,9 @@ def launch(
             return _finish(run_dir, outcome="not_started", exit_code=None, start=start, tail=tail,
                            total_steps=total_steps, error=f"could not start {command[0]!r}: {exc}")  # fmt: skip
         try:
-            outcome = _watch(proc, tail=tail, bar=bar, deadline=start + timeout_s, poll_s=poll_s)
-            error = _stop(proc, outcome, log=log, grace_s=grace_s, timeout_s=timeout_s)
+            with _sigterm_interrupts():
+                outcome = _watch(proc, tail=tail, bar=bar, deadline=start + timeout_s, poll_s=poll_s)
+                error = _stop(proc, outcome, log=log, grace_s=grace_s, timeout_s=timeout_s)
         finally:
             if proc.returncode is None:  # an unexpected error in the harness itself: leave nothing behind
                 signal_group(proc.pid, signal.SIGKILL)
@@ -101,12 +106,13 @@ def launch(
         tail.poll(final=True)
         _note(log, f"engine ended: {outcome}, exit code {proc.returncode}, last step {tail.last_step}/{total_steps}")
     error = error and f"{error} (at step {tail.last_step}/{total_steps})"
+    outcome = "interrupted" if outcome == "terminated" else outcome
     return _finish(run_dir, outcome=outcome, exit_code=proc.returncode, start=start, tail=tail,
                    total_steps=total_steps, error=error)  # fmt: skip
 
 
 def _watch(proc: subprocess.Popen, *, tail: MetricsTail, bar: ProgressBar | None, deadline: float, poll_s: float) -> str:
-    """Waits for the leader to exit; returns "exited", "timeout" or "interrupted"."""
+    """Waits for the leader to exit; returns "exited", "timeout", "interrupted" or "terminated"."""
     try:
         while True:
             try:
@@ -119,8 +125,31 @@ def _watch(proc: subprocess.Popen, *, tail: MetricsTail, bar: ProgressBar | None
                 bar.update(step=tail.last_step, reward=tail.reward)
             if time.monotonic() >= deadline:
                 return "timeout"
+    except HarnessTerminated:
+        return "terminated"
     except KeyboardInterrupt:
         return "interrupted"
+
+
+class HarnessTerminated(KeyboardInterrupt):
+    """SIGTERM reached the harness: handled like Ctrl-C, but forwarded to the engine as SIGTERM."""
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Turns SIGTERM into HarnessTerminated while the engine runs (main thread only: Python's rule)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise HarnessTerminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _stop(proc: subprocess.Popen, outcome: str, *, log: IO[bytes], grace_s: float, timeout_s: float) -> str | None:
@@ -131,7 +160,7 @@ def _stop(proc: subprocess.Popen, outcome: str, *, log: IO[bytes], grace_s: floa
             _note(log, f"the engine exited but left {len(leftovers)} process(es) in its group: SIGTERM")
             stop_group(proc, signal.SIGTERM, grace_s)
         return None
-    sig = signal.SIGTERM if outcome == "timeout" else signal.SIGINT
+    sig = signal.SIGINT if outcome == "interrupted" else signal.SIGTERM
     _note(log, f"{outcome}: sending {sig.name} to the engine's process group")
     killed = stop_group(proc, sig, grace_s)
     if killed:
@@ -139,6 +168,8 @@ def _stop(proc: subprocess.Popen, outcome: str, *, log: IO[bytes], grace_s: floa
     how = f"stopped with {sig.name}" + (f", then SIGKILL after {grace_s:g} s" if killed else "")
     if outcome == "timeout":
         return f"time limit of {timeout_s:g} s reached; the engine was {how}"
+    if outcome == "terminated":
+        return f"the harness received SIGTERM; the engine was {how}"
     return f"interrupted by the user (Ctrl-C); the engine was {how}"
 
 

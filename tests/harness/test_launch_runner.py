@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -149,5 +150,29 @@ def test_bad_arguments_name_the_field(tmp_path, kwargs, field):
 def test_timeout_reaches_a_helper_that_left_the_process_group(tmp_path):
     result, _, _ = run(tmp_path, "--hang", "--spawn-child", "--child-own-group", timeout_s=1.0, grace_s=0.3)
     assert result.state == "timeout"
+    for name in ("engine.pid", "child.pid"):
+        assert gone(int((tmp_path / name).read_text())), name
+
+
+def test_sigterm_to_the_harness_stops_the_engine(tmp_path):
+    """A cancelled CI job: the harness process gets SIGTERM and must not leave the engine running."""
+    code = (
+        "import sys, json; from pathlib import Path; from harness.launch import launch; "
+        "r = launch(sys.argv[2:], run_dir=Path(sys.argv[1]), env={}, timeout_s=30, total_steps=2, "
+        "progress=False, grace_s=0.5, poll_s=0.05); print(json.dumps(r.__dict__))"
+    )
+    cmd = [sys.executable, str(FAKE), "--out", str(tmp_path), "--steps", "2", "--hang", "--spawn-child"]
+    harness = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), *cmd], stdout=subprocess.PIPE, text=True,
+                               cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "metrics.jsonl").exists() or (tmp_path / "metrics.jsonl").read_text().count("\n") < 2:
+        assert time.monotonic() < deadline and harness.poll() is None
+        time.sleep(0.02)
+    harness.send_signal(signal.SIGTERM)
+    out, _ = harness.communicate(timeout=20)
+    result = json.loads(out)
+    assert harness.returncode == 0 and result["state"] == "interrupted"
+    assert "harness received SIGTERM" in result["error"]
+    assert json.loads((tmp_path / "status.json").read_text())["state"] == "interrupted"
     for name in ("engine.pid", "child.pid"):
         assert gone(int((tmp_path / name).read_text())), name
