@@ -49,4 +49,9 @@ def import_metrics(recipe: Mapping, run_dir: Path) -> Path | None:
     with target.open("w", encoding="utf-8") as out:
         for step in sorted(rows):
             out.write(json.dumps({"step": step, **rows[step]}) + "\n")
+    status_path = run_dir / "status.json"
+    if rows and status_path.exists():  # the launcher saw no metrics.jsonl while the engine ran
+        status = json.loads(status_path.read_text(encoding="utf-8"))
+        status["last_step"] = max(rows)
+        status_path.write_text(json.dumps(status, indent=2) + "\n", encoding="utf-8")
     return target

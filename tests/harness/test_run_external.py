@@ -1,0 +1,42 @@
+"""`harness run` drives an external engine through the run-dir contract (no torch, no Ray)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from harness.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "tests" / "data" / "external" / "external_grpo.yaml"
+
+
+def test_external_engine_run_is_judged_from_its_own_metrics(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", str(RECIPE), "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "PASS: 3 of 3 checks passed" in printed
+    status = json.loads((out / "status.json").read_text())
+    assert status["state"] == "completed" and status["last_step"] == 8
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 8 and json.loads(lines[0])["step"] == 1
+    assert "wrote 8 steps" in (out / "engine.log").read_text()
+
+
+def test_external_engine_that_stops_early_fails(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["run", str(RECIPE), "engine.command=['{python}', 'tests/data/external/fake_reference_engine.py', "
+                 "'{run_dir}', '5']", "--out", str(out), "--no-progress"])
+    assert code == 1
+    printed = capsys.readouterr().out
+    assert "miss 3 of 8 steps" in printed and "run stopped at step 5 of 8" in printed
+
+
+def test_run_dir_must_be_new(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text("{}\n")
+    assert main(["run", str(RECIPE), "--out", str(out)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (out / "metrics.jsonl").read_text() == "{}\n"  # nothing already written is lost
