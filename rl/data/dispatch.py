@@ -1,0 +1,212 @@
+"""`dp_dispatch`: run a policy method over DP ranks from a receipt and give rows back in order.
+
+The protocol between the decorator and the driver-side policy group (the engine supplies it):
+
+* `self.dp_size: int` - the number of DP ranks.
+* `self._run_on_ranks(method_name, per_rank_inputs, *args, **kwargs) -> list` - rank r runs
+  `worker.<method_name>(per_rank_inputs[r], *args, **kwargs)`; results in rank order.
+* optional `self._dp_post_<method>(aggregated, raw_results, *, shards)` - called after
+  aggregation; a non-None return value replaces the aggregated result.
+* optional `self._record_invariant(record: dict)` - receives one `dispatch_row_order` record
+  per row-shaped meta-path dispatch (docs/architecture.md; the engine adds `step`).
+
+Input kinds: a `BatchedDataDict` runs the undecorated body untouched (legacy path). One
+`KVBatchMeta` is sharded by `shard_keys_by_seqlen`, fanned out, and row-shaped results are
+put back in the caller's `meta.keys` order. A `list[KVBatchMeta]` (one per rank) is fanned
+out as given and results are concatenated in rank order, never reordered.
+
+Row-shaped results carry their keys: a `KVBatchMeta` (the worker wrote columns to the store),
+or a mapping with a `"keys"` list plus row columns (tensors/lists, one entry per key). Other
+results (train's metrics dict) are not row-shaped: the aggregate is rank 0's result, and the
+post hook sees every rank's.
+
+Restoring order: shard-concatenated row j is the caller's row `order[j]`, so the output is
+`out[order[j]] = concat[j]`, i.e. gather with the inverse of `order`. Gathering with `order`
+itself (the published bug) is right only when `order` is its own inverse. The result is then
+checked by key, independently of the permutation arithmetic.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rl.data.batched import BatchedDataDict
+from rl.data.kv_meta import KVBatchMeta
+from rl.data.sharding import ORIGINAL_INDICES, shard_keys_by_seqlen
+
+__all__ = ["dp_dispatch", "caller_order_gather", "flops_post_train", "original_lengths", "ROW_KEYS"]
+
+ROW_KEYS = "keys"
+INVARIANT = "dispatch_row_order"
+
+
+def caller_order_gather(order: Sequence[int]) -> list[int]:
+    """Gather indices that put shard-concatenated rows back in caller order.
+
+    `order[j]` is the caller's index of concatenated row j; returns `g` with
+    `out[i] = concat[g[i]]`, the inverse permutation of `order`.
+    """
+    assert sorted(order) == list(range(len(order))), "shard indices are not a permutation"
+    gather = [-1] * len(order)
+    for j, i in enumerate(order):
+        gather[i] = j
+    return gather
+
+
+def _is_row_shaped(result: Any) -> bool:
+    return isinstance(result, KVBatchMeta) or (isinstance(result, Mapping) and ROW_KEYS in result)
+
+
+def _result_keys(result: Any) -> list[str]:
+    return list(result.keys) if isinstance(result, KVBatchMeta) else list(result[ROW_KEYS])
+
+
+def _concat_rows(raw: list[Any], method: str) -> Any:
+    """Concatenate row-shaped rank results in rank order (2-D tensors right-padded with 0)."""
+    if all(isinstance(r, KVBatchMeta) for r in raw):
+        return KVBatchMeta.concat(*raw)
+    assert all(isinstance(r, Mapping) for r in raw), (
+        f"{method}: ranks returned mixed row-shaped kinds {sorted({type(r).__name__ for r in raw})}"
+    )
+    for rank, result in enumerate(raw):
+        rows = len(result[ROW_KEYS])
+        for name, column in result.items():
+            size = column.shape[0] if hasattr(column, "shape") else len(column)
+            assert size == rows, (
+                f"{method}: rank {rank} result column {name!r} has {size} rows for {rows} keys"
+            )
+    merged = BatchedDataDict.from_batches(list(raw))
+    return merged if isinstance(raw[0], BatchedDataDict) else dict(merged)
+
+
+def _take(rows: Any, gather: list[int]) -> Any:
+    if isinstance(rows, KVBatchMeta):
+        return rows.subset(gather)
+    taken = BatchedDataDict(rows).select_indices(gather)
+    return taken if isinstance(rows, BatchedDataDict) else dict(taken)
+
+
+def _check_rows(self: Any, method: str, out: Any, expected: Sequence[str]) -> None:
+    """Verify output keys == caller keys; report through `_record_invariant`; raise on mismatch."""
+    got = _result_keys(out)
+    expected = list(expected)
+    ok = got == expected
+    if ok:
+        detail = f"{len(got)} rows in caller order"
+    else:
+        wrong = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
+        first = wrong[0] if wrong else min(len(got), len(expected))
+        detail = (
+            f"{len(wrong)} of {len(expected)} rows out of place (got {len(got)} rows); first at "
+            f"row {first}: expected {expected[first] if first < len(expected) else None!r}, "
+            f"got {got[first] if first < len(got) else None!r}"
+        )
+    record = {"check": INVARIANT, "method": method, "ok": ok, "rows": len(expected), "detail": detail}
+    hook = getattr(self, "_record_invariant", None)
+    if hook is not None:
+        hook(record)
+    assert ok, f"dp_dispatch({method}): {detail}"
+
+
+def _plan(self: Any, method: str, data: Any) -> tuple[list[KVBatchMeta], list[int], list[str]]:
+    """Shards, the caller index of each shard-concatenated row, and the caller's key order."""
+    dp = self.dp_size
+    if not isinstance(dp, int) or dp <= 0:
+        raise ValueError(f"dp_dispatch({method}): policy group dp_size must be a positive int, got {dp!r}")
+    if isinstance(data, KVBatchMeta):
+        metas = [data]
+    elif isinstance(data, (list, tuple)) and data and all(isinstance(m, KVBatchMeta) for m in data):
+        metas = list(data)
+        if len(metas) != dp:
+            raise ValueError(f"dp_dispatch({method}): got {len(metas)} metas for dp_size={dp}; pass one per rank")
+    else:
+        raise TypeError(
+            f"dp_dispatch({method}): expected BatchedDataDict, KVBatchMeta or list[KVBatchMeta] "
+            f"(one per DP rank), got {type(data).__name__}"
+        )
+    total = sum(len(m) for m in metas)
+    assert total % dp == 0, (
+        f"dp_dispatch({method}): {total} rows do not split evenly over dp_size={dp} "
+        f"({total} % {dp} = {total % dp}); make the batch a multiple of the DP size"
+    )
+    if isinstance(data, KVBatchMeta):
+        shards = shard_keys_by_seqlen(data, dp)
+        order = [i for shard in shards for i in shard.extra_info[ORIGINAL_INDICES]]
+        return shards, order, list(data.keys)
+    return metas, list(range(total)), [k for m in metas for k in m.keys]
+
+
+def dp_dispatch(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a policy-group method `method(self, data, *args, **kwargs)` (protocol: module doc)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def wrapper(self: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(data, BatchedDataDict):
+            return method(self, data, *args, **kwargs)
+        shards, order, expected = _plan(self, name, data)
+        raw = list(self._run_on_ranks(name, shards, *args, **kwargs))
+        assert len(raw) == len(shards), f"dp_dispatch({name}): {len(raw)} results for {len(shards)} ranks"
+        shaped = [_is_row_shaped(r) for r in raw]
+        assert all(shaped) or not any(shaped), f"dp_dispatch({name}): only some ranks returned rows"
+        if all(shaped):
+            aggregated = _take(_concat_rows(raw, name), caller_order_gather(order))
+            _check_rows(self, name, aggregated, expected)
+        else:
+            aggregated = raw[0]
+        post = getattr(self, f"_dp_post_{name}", None)
+        if post is not None:
+            replaced = post(aggregated, raw, shards=shards)
+            aggregated = aggregated if replaced is None else replaced
+        return aggregated
+
+    wrapper.__dp_dispatch__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def original_lengths(shards: Sequence[KVBatchMeta]) -> list[int]:
+    """Sequence lengths in the caller's row order, rebuilt from the shards.
+
+    Shards from `shard_keys_by_seqlen` carry their caller indices; a driver-chosen list of
+    metas has none, and its caller order is the rank order.
+    """
+    if not all(ORIGINAL_INDICES in s.extra_info for s in shards):
+        return [n for s in shards for n in s.sequence_lengths]
+    total = sum(len(s) for s in shards)
+    lengths: list[int | None] = [None] * total
+    for shard in shards:
+        for i, n in zip(shard.extra_info[ORIGINAL_INDICES], shard.sequence_lengths, strict=True):
+            lengths[i] = n
+    assert all(n is not None for n in lengths), "shard indices do not cover the batch"
+    return lengths  # type: ignore[return-value]
+
+
+def flops_post_train(
+    aggregated: Mapping[str, Any] | None,
+    raw_results: Sequence[Any],
+    shards: Sequence[KVBatchMeta],
+    *,
+    flops_cfg: Any,
+    device: str,
+    num_ranks: int | None = None,
+) -> dict[str, Any]:
+    """Train metrics plus `total_flops`, `num_ranks`, `theoretical_tflops` from the shards.
+
+    The legacy body computes these from the full batch; on the meta path the body does not
+    run, so this recovers the caller-order lengths from the shards and makes the same call.
+
+    Args:
+        flops_cfg: the model config `rl.models.flops` takes.
+        device: the device class for the peak (e.g. "h200", "cpu").
+        num_ranks: policy ranks (world size); defaults to the number of shards (DP size).
+    """
+    from rl.models import flops
+
+    ranks = len(shards) if num_ranks is None else num_ranks
+    out = dict(aggregated or {})
+    out["total_flops"] = flops.total_flops(flops_cfg, original_lengths(shards))
+    out["num_ranks"] = ranks
+    out["theoretical_tflops"] = flops.theoretical_tflops(device, ranks)
+    return out

@@ -1,0 +1,113 @@
+"""KVBatchMeta: validation names the bad field; every transform is pure and row-consistent."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from rl.data import KVBatchMeta, make_key
+
+
+def _meta(n: int = 4, partition: str = "p", prefix: str = "u") -> KVBatchMeta:
+    return KVBatchMeta(
+        partition_id=partition,
+        keys=[make_key(prefix, i) for i in range(n)],
+        sequence_lengths=[3 + i for i in range(n)],
+        fields=["input_ids"],
+        tags=[{"i": i} for i in range(n)],
+        extra_info={"step": 7},
+    )
+
+
+def test_make_key_format() -> None:
+    assert make_key("abc", 3) == "abc_g3"
+
+
+def test_post_init_normalizes_to_tuples_and_defaults_tags() -> None:
+    meta = KVBatchMeta(partition_id="p", keys=["a", "b"], sequence_lengths=[1, 2])
+    assert meta.keys == ("a", "b") and meta.sequence_lengths == (1, 2)
+    assert meta.tags == ({}, {}) and meta.fields == () and len(meta) == 2
+    assert meta.total_tokens == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"sequence_lengths": [1]}, "sequence_lengths"),
+        ({"sequence_lengths": [1, -1]}, "sequence_lengths"),
+        ({"sequence_lengths": [1, 2.5]}, "sequence_lengths"),
+        ({"tags": [{}]}, "tags"),
+        ({"keys": ["a", "a"]}, "unique"),
+        ({"partition_id": ""}, "partition_id"),
+        ({"fields": ["x", "x"]}, "fields"),
+    ],
+)
+def test_validation_names_the_field(kwargs: dict, needle: str) -> None:
+    base = {"partition_id": "p", "keys": ["a", "b"], "sequence_lengths": [1, 2]}
+    with pytest.raises(ValueError, match=needle):
+        KVBatchMeta(**{**base, **kwargs})
+
+
+def test_subset_and_slice_keep_rows_aligned() -> None:
+    meta = _meta(5)
+    sub = meta.subset([4, 0, 2])
+    assert sub.keys == ("u_g4", "u_g0", "u_g2")
+    assert sub.sequence_lengths == (7, 3, 5)
+    assert [t["i"] for t in sub.tags] == [4, 0, 2]
+    assert sub.fields == meta.fields and sub.extra_info == {"step": 7}
+    assert meta.slice(1, 3).keys == ("u_g1", "u_g2")
+    assert meta.slice(-2, 99).keys == ("u_g3", "u_g4")
+    with pytest.raises(ValueError, match="out of range"):
+        meta.subset([5])
+    with pytest.raises(ValueError, match="unique"):
+        meta.subset([1, 1])
+
+
+def test_transforms_do_not_touch_the_original() -> None:
+    meta = _meta(3)
+    stamped = meta.stamp_tags({"reward": [0.0, 1.0, 0.5]})
+    assert [t.get("reward") for t in meta.tags] == [None, None, None]
+    assert [t["reward"] for t in stamped.tags] == [0.0, 1.0, 0.5]
+    assert [t["i"] for t in stamped.tags] == [0, 1, 2]  # other tags kept
+    stamped.tags[0]["i"] = 99
+    assert meta.tags[0]["i"] == 0
+    assert meta.with_fields("logprobs", "input_ids").fields == ("input_ids", "logprobs")
+    assert meta.fields == ("input_ids",)
+
+
+def test_stamp_tags_length_must_match() -> None:
+    with pytest.raises(ValueError, match="'reward' has 2 values for 3 rows"):
+        _meta(3).stamp_tags({"reward": [1, 2]})
+
+
+def test_concat_same_partition_only() -> None:
+    a, b = _meta(2, prefix="a"), _meta(3, prefix="b").with_fields("logprobs")
+    both = KVBatchMeta.concat(a, b)
+    assert both.keys == a.keys + b.keys
+    assert both.sequence_lengths == a.sequence_lengths + b.sequence_lengths
+    assert both.fields == ("input_ids",)  # only fields every row has
+    assert KVBatchMeta.concat([a, b]) == both
+    with pytest.raises(ValueError, match="different partitions"):
+        KVBatchMeta.concat(a, _meta(2, partition="q", prefix="c"))
+    with pytest.raises(ValueError, match="unique"):
+        KVBatchMeta.concat(a, a)
+    with pytest.raises(ValueError, match=r"extra_info\['step'\]"):
+        KVBatchMeta.concat(a, b.with_extra_info(step=8))
+
+
+def test_row_aligned_extra_info_is_dropped_by_row_transforms() -> None:
+    meta = _meta(4).with_extra_info(_dp_original_indices=(3, 2, 1, 0))
+    assert "_dp_original_indices" not in meta.subset([0, 1]).extra_info
+    assert "_dp_original_indices" not in KVBatchMeta.concat(meta.slice(0, 2)).extra_info
+    assert meta.subset([0]).extra_info == {"step": 7}
+
+
+def test_filter_tags_without_fetch() -> None:
+    meta = _meta(4).stamp_tags({"keep": [True, False, True, False]})
+    assert meta.filter_tags(lambda t: t["keep"]).keys == ("u_g0", "u_g2")
+
+
+def test_pickles_for_ray() -> None:
+    meta = _meta(3)
+    assert pickle.loads(pickle.dumps(meta)) == meta
