@@ -144,14 +144,8 @@ class _Evaluator:
         return value
 
 
-def _run_length(metrics: Mapping[str, dict[int, float]]) -> int | None:
-    if isinstance(metrics, Metrics):
-        return metrics.last_step
-    return max((max(series) for series in metrics.values() if series), default=None)
-
-
 def evaluate(expr: str | Expr, metrics: Mapping[str, dict[int, float]], *, expected_steps: int | None) -> Evaluation:
-    """Evaluate a check (text or parsed tree) against metric -> {step: value} series (ordered by step).
+    """Evaluate a check (text or parsed tree) against metric -> {step: value} series.
 
     expected_steps: the steps the recipe asked for; a run whose last step is below it fails,
     so a truncated run can never pass on the steps it did log. None skips that guard.
@@ -161,7 +155,9 @@ def evaluate(expr: str | Expr, metrics: Mapping[str, dict[int, float]], *, expec
     except ThresholdSyntaxError as exc:
         return Evaluation(ok=False, value=None, reason=f"syntax error: {exc}", metrics=())
     used = metric_names(tree)
-    last = _run_length(metrics)
+    if not isinstance(metrics, Metrics):  # a plain mapping: order each series by step
+        metrics = Metrics.from_rows({name: dict(series) for name, series in metrics.items()})
+    last = metrics.last_step
     if last is None:
         return Evaluation(ok=False, value=None, reason="run has no metrics", metrics=used)
     if expected_steps is not None and last < expected_steps:

@@ -200,7 +200,9 @@ class _Parser:
         self._advance()  # '('
         metric = self._metric(func)
         args, kwargs = self._arguments(func)
-        self._expect_op(")", f"to close {func}(")
+        if not self._at("op", ")"):
+            raise self._unexpected(f"expected ',' or ')' in {func}(...)")
+        self._advance()
         self.depth -= 1
         return Call(func, metric, args, kwargs)
 
