@@ -96,14 +96,13 @@ def launch(
                 outcome = _watch(proc, tail=tail, bar=bar, deadline=start + timeout_s, poll_s=poll_s)
                 error = _stop(proc, outcome, log=log, grace_s=grace_s, timeout_s=timeout_s)
         finally:
-            if proc.returncode is None:  # an unexpected error in the harness itself: leave nothing behind
+            if proc.returncode is None or live_members(proc.pid):  # an error in the harness: leave nothing behind
                 signal_group(proc.pid, signal.SIGKILL)
                 wait_group_empty(proc, 10.0)
+            tail.poll(final=True)
             if bar is not None:
-                tail.poll(final=True)
                 bar.update(step=tail.last_step, reward=tail.reward)
                 bar.close()
-        tail.poll(final=True)
         _note(log, f"engine ended: {outcome}, exit code {proc.returncode}, last step {tail.last_step}/{total_steps}")
     error = error and f"{error} (at step {tail.last_step}/{total_steps})"
     outcome = "interrupted" if outcome == "terminated" else outcome
@@ -111,7 +110,9 @@ def launch(
                    total_steps=total_steps, error=error)  # fmt: skip
 
 
-def _watch(proc: subprocess.Popen, *, tail: MetricsTail, bar: ProgressBar | None, deadline: float, poll_s: float) -> str:
+def _watch(
+    proc: subprocess.Popen, *, tail: MetricsTail, bar: ProgressBar | None, deadline: float, poll_s: float
+) -> str:
     """Waits for the leader to exit; returns "exited", "timeout", "interrupted" or "terminated"."""
     try:
         while True:

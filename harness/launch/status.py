@@ -88,7 +88,8 @@ def merge_status(
     )
     merged.setdefault("num_steps", total_steps)
     merged.setdefault("dead_worker", None)
-    replaced = {k: engine[k] for k in ("state", "exit_code", "error", "wall_s") if k in engine and engine[k] != merged[k]}
+    keys = ("state", "exit_code", "error", "wall_s")
+    replaced = {k: engine[k] for k in keys if k in engine and engine[k] != merged[k]}
     merged["harness"] = {
         "outcome": outcome,
         "exit_code": exit_code,

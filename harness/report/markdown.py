@@ -63,7 +63,8 @@ def header_rows(recipe: Mapping[str, Any], status: Mapping[str, Any], verdicts: 
         rows.append(["description", recipe["description"]])
     cluster = recipe.get("cluster")
     if isinstance(cluster, Mapping):
-        rows.append(["cluster", f"{cluster.get('nodes', '?')} x {cluster.get('devices_per_node', '?')} {cluster.get('device', '?')}"])
+        nodes, per_node, device = (cluster.get(k, "?") for k in ("nodes", "devices_per_node", "device"))
+        rows.append(["cluster", f"{nodes} x {per_node} {device}"])
     rows += [
         ["state", status.get("state", "unknown")],
         ["verdict", verdict_summary(verdicts)],
@@ -124,7 +125,9 @@ def plot_section(
         while filename in used:
             filename, n = f"{stem}_{n}.png", n + 1
         used.add(filename)
-        lines_at = [(s.threshold, f"{s.label}: {s.threshold:g}") for s in specs if s.metric == metric and s.threshold is not None]
+        lines_at = [
+            (s.threshold, f"{s.label}: {s.threshold:g}") for s in specs if s.metric == metric and s.threshold is not None
+        ]
         try:
             draw_metric(run_dir / "plots" / filename, name=metric, series=series, thresholds=lines_at,
                         title=f"{recipe_name}: {metric}")  # fmt: skip
