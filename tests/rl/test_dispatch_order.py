@@ -1,0 +1,228 @@
+"""dp_dispatch: caller row order for any permutation, the invariant record, FLOPs recovery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import rl.data.dispatch as dispatch_mod
+from rl.data import BatchedDataDict, KVBatchMeta, MemoryStore, dp_dispatch, flops_post_train, shard_keys_by_seqlen
+from rl.data.sharding import ORIGINAL_INDICES
+from rl.models import flops
+
+FLOPS_CFG = flops.FlopsConfig(
+    num_layers=2, hidden_size=64, q_dim=64, kv_dim=32, ffn_dim=128, vocab_size=97, num_full_attention_layers=1
+)
+
+
+class FakeWorker:
+    """One DP rank, in-process: reads its shard from the store like a real worker would."""
+
+    def __init__(self, rank: int, store: MemoryStore, returns: str) -> None:
+        self.rank, self.store, self.returns = rank, store, returns
+
+    def get_logprobs(self, shard: KVBatchMeta) -> Any:
+        ids = self.store.get(shard, ["input_ids"])["input_ids"]
+        lp = ids.float() * 0.5
+        if self.returns == "meta":
+            return self.store.put(shard, columns={"logprobs": lp})
+        return {"keys": list(shard.keys), "logprobs": lp, "n": (ids != 0).sum(1).tolist()}
+
+    def train(self, shard: KVBatchMeta) -> dict[str, float]:
+        return {"loss": 1.0 + self.rank, "rows": float(len(shard))}
+
+
+class FakePolicyGroup:
+    """The protocol dp_dispatch needs: dp_size, _run_on_ranks, optional hooks."""
+
+    def __init__(self, dp: int, store: MemoryStore, returns: str = "dict") -> None:
+        self.dp_size = dp
+        self.store = store
+        self.workers = [FakeWorker(r, store, returns) for r in range(dp)]
+        self.records: list[dict] = []
+        self.post_calls: list[tuple] = []
+        self.rank_inputs: list[KVBatchMeta] = []
+
+    def _run_on_ranks(self, method: str, per_rank_inputs: list[KVBatchMeta], *args: Any, **kw: Any) -> list:
+        self.rank_inputs = list(per_rank_inputs)
+        return [getattr(w, method)(x, *args, **kw) for w, x in zip(self.workers, per_rank_inputs)]
+
+    def _record_invariant(self, record: dict) -> None:
+        self.records.append(record)
+
+    @dp_dispatch
+    def get_logprobs(self, batch: BatchedDataDict) -> BatchedDataDict:
+        return BatchedDataDict({"logprobs": batch["input_ids"].float() * 0.5, "legacy": [True] * batch.size})
+
+    @dp_dispatch
+    def train(self, batch: BatchedDataDict) -> dict[str, Any]:
+        lengths = batch["input_lengths"].tolist()
+        return {
+            "loss": 1.0,
+            "total_flops": flops.total_flops(FLOPS_CFG, lengths),
+            "num_ranks": self.dp_size,
+            "theoretical_tflops": flops.theoretical_tflops("h200", self.dp_size),
+        }
+
+    def _dp_post_train(self, aggregated: dict, raw: list, *, shards: list[KVBatchMeta]) -> dict:
+        self.post_calls.append((aggregated, raw, shards))
+        return flops_post_train(aggregated, raw, shards, flops_cfg=FLOPS_CFG, device="h200")
+
+
+def _rollout(store: MemoryStore, lengths: list[int], caller_order: list[int]) -> KVBatchMeta:
+    """Put one row per length (minted keys), return the meta in `caller_order`."""
+    keys = [f"uid{i // 4}_g{i % 4}" for i in range(len(lengths))]
+    rows = [torch.arange(1, n + 1) for n in lengths]
+    meta = store.put(keys, "rollout", {"input_ids": rows}, sequence_lengths=lengths)
+    return meta.subset(caller_order)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[list[int], int, list[int]]:
+    dp = draw(st.integers(1, 6))
+    n = dp * draw(st.integers(1, 6))
+    lengths = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
+    order = draw(st.permutations(list(range(n))))
+    return lengths, dp, list(order)
+
+
+def _legacy_logprobs(store: MemoryStore, meta: KVBatchMeta) -> torch.Tensor:
+    return store.get(meta, ["input_ids"])["input_ids"].float() * 0.5
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases(), st.sampled_from(["dict", "meta"]))
+def test_rows_come_back_in_caller_order(case: tuple, returns: str) -> None:
+    lengths, dp, order = case
+    store = MemoryStore()
+    meta = _rollout(store, lengths, order)
+    group = FakePolicyGroup(dp, store, returns)
+    out = group.get_logprobs(meta)
+    expected = _legacy_logprobs(store, meta)
+    if returns == "meta":
+        assert isinstance(out, KVBatchMeta) and out.keys == meta.keys and "logprobs" in out.fields
+        got = store.get(out, ["logprobs"])["logprobs"]
+    else:
+        assert out["keys"] == list(meta.keys)
+        assert out["n"] == list(meta.sequence_lengths)
+        got = out["logprobs"]
+    assert torch.equal(got, expected)
+    assert group.records == [
+        {"check": "dispatch_row_order", "method": "get_logprobs", "ok": True, "rows": len(lengths),
+         "detail": f"{len(lengths)} rows in caller order"}
+    ]
+
+
+def test_a_sharding_that_is_not_its_own_inverse_is_restored() -> None:
+    store = MemoryStore()
+    lengths = [5, 30, 10, 20, 25, 1]
+    meta = _rollout(store, lengths, [3, 0, 5, 1, 4, 2])
+    shards = shard_keys_by_seqlen(meta, 3)
+    order = [i for s in shards for i in s.extra_info[ORIGINAL_INDICES]]
+    assert any(order[order[i]] != i for i in range(len(order))), order  # not an involution
+    group = FakePolicyGroup(3, store)
+    out = group.get_logprobs(meta)
+    assert out["keys"] == list(meta.keys)
+    assert torch.equal(out["logprobs"], _legacy_logprobs(store, meta))
+
+
+@settings(max_examples=50, deadline=None)
+@given(cases())
+def test_planted_inverse_permutation_bug_is_caught(case: tuple) -> None:
+    lengths, dp, order = case
+    store = MemoryStore()
+    meta = _rollout(store, lengths, order)
+    shard_order = [i for s in shard_keys_by_seqlen(meta, dp) for i in s.extra_info[ORIGINAL_INDICES]]
+    assume(any(shard_order[shard_order[i]] != i for i in range(len(shard_order))))
+    group = FakePolicyGroup(dp, store)
+    real = dispatch_mod.caller_order_gather
+    dispatch_mod.caller_order_gather = lambda o: list(o)  # the published bug: gather with `order`
+    try:
+        with pytest.raises(AssertionError, match="rows out of place"):
+            group.get_logprobs(meta)
+    finally:
+        dispatch_mod.caller_order_gather = real
+    assert len(group.records) == 1 and group.records[0]["ok"] is False
+    assert group.records[0]["method"] == "get_logprobs" and "out of place" in group.records[0]["detail"]
+
+
+def test_worker_returning_the_wrong_rows_is_caught() -> None:
+    store = MemoryStore()
+    meta = _rollout(store, [3, 4, 5, 6], [0, 1, 2, 3])
+    group = FakePolicyGroup(2, store)
+    honest = group.workers[1].get_logprobs
+    group.workers[1].get_logprobs = lambda shard: {**honest(shard), "keys": list(reversed(shard.keys))}  # type: ignore[method-assign]
+    with pytest.raises(AssertionError, match="dp_dispatch\\(get_logprobs\\)"):
+        group.get_logprobs(meta)
+    assert group.records[-1]["ok"] is False
+
+
+@settings(max_examples=80, deadline=None)
+@given(cases())
+def test_flops_post_hook_equals_the_legacy_computation(case: tuple) -> None:
+    lengths, dp, order = case
+    store = MemoryStore()
+    meta = _rollout(store, lengths, order)
+    group = FakePolicyGroup(dp, store)
+    legacy = group.train(BatchedDataDict({"input_lengths": torch.tensor(list(meta.sequence_lengths))}))
+    tq = group.train(meta)
+    for name in ("total_flops", "num_ranks", "theoretical_tflops"):
+        assert tq[name] == legacy[name], name
+    assert tq["loss"] == 1.0  # rank 0's metrics, not reordered
+    aggregated, raw, shards = group.post_calls[-1]
+    assert raw == [{"loss": 1.0 + r, "rows": float(len(lengths) // dp)} for r in range(dp)]
+    assert [s.keys for s in shards] == [s.keys for s in group.rank_inputs]
+    assert group.records == []  # train's result is not row-shaped: nothing to reorder or check
+
+
+def test_legacy_batch_passes_through_untouched() -> None:
+    group = FakePolicyGroup(2, MemoryStore())
+    group._run_on_ranks = None  # type: ignore[assignment]  # must not be used
+    batch = BatchedDataDict({"input_ids": torch.tensor([[1, 2], [3, 0], [5, 6]])})
+    out = group.get_logprobs(batch)
+    assert out["legacy"] == [True] * 3 and torch.equal(out["logprobs"], batch["input_ids"].float() * 0.5)
+    assert group.records == []
+
+
+def test_list_of_metas_is_fanned_out_as_given_and_never_reordered() -> None:
+    store = MemoryStore()
+    meta = _rollout(store, [9, 1, 8, 2, 7, 3], [5, 4, 3, 2, 1, 0])
+    per_rank = [meta.subset([0, 1, 2]), meta.subset([3, 4, 5])]
+    group = FakePolicyGroup(2, store)
+    out = group.get_logprobs(per_rank)
+    assert group.rank_inputs == per_rank
+    assert out["keys"] == list(meta.keys)
+    assert group.records[-1]["ok"] is True
+    with pytest.raises(ValueError, match="got 1 metas for dp_size=2"):
+        group.get_logprobs([meta])
+
+
+def test_flops_from_driver_chosen_shards_use_rank_order() -> None:
+    store = MemoryStore()
+    meta = _rollout(store, [9, 1, 8, 2], [0, 1, 2, 3])
+    group = FakePolicyGroup(2, store)
+    out = group.train([meta.subset([0, 1]), meta.subset([2, 3])])
+    assert out["total_flops"] == flops.total_flops(FLOPS_CFG, [9, 1, 8, 2])
+
+
+def test_rows_not_divisible_by_dp_is_a_clear_assertion() -> None:
+    store = MemoryStore()
+    meta = _rollout(store, [1, 2, 3], [0, 1, 2])
+    with pytest.raises(AssertionError, match=r"dp_dispatch\(get_logprobs\): 3 rows do not split evenly over dp_size=2"):
+        FakePolicyGroup(2, store).get_logprobs(meta)
+
+
+def test_unknown_input_kind_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="expected BatchedDataDict, KVBatchMeta or list"):
+        FakePolicyGroup(2, MemoryStore()).get_logprobs({"input_ids": torch.ones(2)})
+
+
+def test_caller_order_gather_is_the_inverse() -> None:
+    order = [2, 0, 1]  # concat row j is caller row order[j]
+    assert dispatch_mod.caller_order_gather(order) == [1, 2, 0]
+    with pytest.raises(AssertionError, match="not a permutation"):
+        dispatch_mod.caller_order_gather([0, 0])
