@@ -62,6 +62,9 @@ def apply(tree: Tree, keys: tuple[str, ...], value: object, origin: Origin, *, m
           inner: dict[tuple, Origin] | None = None) -> None:
     """Set one dotted key in `tree`, after the checks that `mode` asks for (see module doc)."""
     assert mode in ("set", "add", "schema"), mode
+    if keys[0] in schema.CONSUMED:
+        raise RecipeError(f"'{keys[0]}' is only read from recipe files, it cannot be overridden",
+                          where=origin.where, key=origin.key(keys))
     if mode == "set" and tree.get(keys, _MISSING) is _MISSING:
         problem = schema.path_problem(keys, named_only=True)
         if problem is not None:

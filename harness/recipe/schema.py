@@ -21,6 +21,7 @@ from harness.recipe.tree import Tree
 
 SCHEMA: dict = json.loads(resources.files("harness").joinpath("schema/recipe.schema.json").read_text("utf-8"))
 _VALIDATOR = Draft202012Validator(SCHEMA)
+CONSUMED = ("defaults", "tiny")      # read by the loader from files; never in a resolved recipe
 _TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
                "object": "a mapping", "array": "a list", "null": "null"}
 
