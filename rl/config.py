@@ -68,7 +68,7 @@ class OptimizerConfig:
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1.0e-8
-    grad_clip: float = 1.0
+    grad_clip: float | None = None  # None: no clipping
 
 
 @dataclass(kw_only=True)
@@ -76,6 +76,7 @@ class PolicyConfig:
     backend: str = "torch"
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     micro_batch_size: int = 8
+    max_seq_len: int | None = None  # sizes the harness plan; the engine pads to prompt + max_new_tokens
     precision: str = "fp32"
     distributed_optimizer: bool = False
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
@@ -157,7 +158,7 @@ class ChecksConfig:
 
 @dataclass(kw_only=True)
 class LimitsConfig:
-    timeout_s: float = 600.0
+    timeout_s: float = 3600.0
     gpu_hours: float = 0.0
 
 

@@ -1,0 +1,212 @@
+"""The GRPO driver loop: one algorithm, with the data path (legacy or TQ) as a switch.
+
+Per step: sample prompts (a pure function of seed and data cursor), repeat each G times,
+generate, score, compute advantages, get previous and reference log-probs from the policy
+ranks, train, refit the generator. The two data paths differ only in how rows reach the
+workers (`rl/workers/data_path.py`); they give the same rows to the same ranks in the
+same order for training and fixed-shape micro-batches everywhere, so their metrics are
+bitwise identical (the parity test checks it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import torch
+
+from rl.algorithms.advantages import dynamic_sampling_keep, grpo_advantages
+from rl.config import RunConfig
+from rl.generation import Generation, decode_responses
+from rl.metrics import Timer
+from rl.metrics.mfu import mfu
+
+__all__ = ["GRPODriver", "logprob_digest"]
+
+MAX_SAMPLING_ROUNDS = 4  # dynamic sampling gives up filling the batch after this many rounds
+TIMING_KEYS = ("total", "generation", "logprobs", "training", "refit")
+
+
+def logprob_digest(logprobs: torch.Tensor, mask: torch.Tensor) -> float:
+    """A float fingerprint of masked per-token log-probs in row (key) order.
+
+    A position-weighted float64 sum: any change of a value or of the row order moves it, and
+    it stays continuous, so a tolerance-based parity check can still compare it.
+    """
+    rows, cols = logprobs.shape
+    i = torch.arange(rows, dtype=torch.float64)[:, None]
+    t = torch.arange(cols, dtype=torch.float64)[None, :]
+    weight = 1.0 + torch.remainder(i * 31.0 + t * 17.0, 97.0) / 97.0
+    return float((logprobs.double() * mask.double() * weight).sum())
+
+
+@dataclass(kw_only=True)
+class Rollout:
+    """One step's rows, driver side (the bulk columns stay with the store on the TQ path)."""
+
+    columns: dict[str, torch.Tensor]  # input_ids, attention_mask, response_mask, gen_logprobs
+    rewards: torch.Tensor
+    lengths: torch.Tensor
+    truncated: torch.Tensor
+    uids: list[str]
+
+
+class GRPODriver:
+    """Runs GRPO steps against a policy group and a generation worker.
+
+    Args:
+        cfg: the run config.
+        policy: driver-side policy group (`get_logprobs`, `train`, `dp_size`).
+        generate: `prompt_ids, seed -> dict of Generation fields` (the generation worker call).
+        refit: `version -> seconds spent loading weights into the generator`.
+        tokenizer, env: the recipe's tokenizer and task.
+        store: the data path (legacy or TQ).
+        flops_config: FLOPs shapes of the model.
+    """
+
+    def __init__(self, *, cfg: RunConfig, policy: Any, generate: Callable[..., dict],
+                 refit: Callable[[int], float], tokenizer: Any, env: Any, store: Any) -> None:
+        self.cfg = cfg
+        self.alg = cfg.algorithm
+        self.policy = policy
+        self._generate = generate
+        self._refit = refit
+        self.tokenizer = tokenizer
+        self.env = env
+        self.store = store
+        self.loss_cfg = asdict(cfg.algorithm.loss)
+        self.cursor = 0  # batches of prompts drawn so far (the data cursor)
+
+    # --- rollout -------------------------------------------------------------------------------
+
+    def _sample_round(self, step: int) -> Rollout:
+        G = self.alg.generations_per_prompt
+        cursor = self.cursor
+        self.cursor += 1
+        problems = self.env.sample(self.alg.prompts_per_step, seed=self.alg.seed, step=cursor)
+        prompt_ids = self.tokenizer([p.prompt for p in problems], add_special_tokens=False,
+                                    return_tensors="pt")["input_ids"]
+        out = self._generate(prompt_ids.repeat_interleave(G, dim=0),
+                             seed=self.alg.seed * 1_000_003 + cursor)
+        gen = Generation(**{k: out[k] for k in ("input_ids", "attention_mask", "response_mask",
+                                                 "gen_logprobs", "lengths", "truncated")},
+                         prompt_length=int(out["prompt_length"]))
+        texts = decode_responses(self.tokenizer, gen)
+        rewards = torch.tensor([self.env.score(problems[i // G], text) for i, text in enumerate(texts)],
+                               dtype=torch.float32)
+        uids = [f"c{cursor}p{j}" for j in range(len(problems)) for _ in range(G)]
+        columns = {k: out[k] for k in ("input_ids", "attention_mask", "response_mask", "gen_logprobs")}
+        return Rollout(columns=columns, rewards=rewards, lengths=out["lengths"],
+                       truncated=out["truncated"], uids=uids)
+
+    def rollout(self, step: int) -> Rollout:
+        """This step's rollouts; with dynamic sampling, groups with zero reward spread are
+        replaced by fresh ones until the batch is full (or MAX_SAMPLING_ROUNDS is reached, after
+        which dropped groups fill the rest: they carry zero advantage)."""
+        first = self._sample_round(step)
+        if not self.alg.dynamic_sampling:
+            return first
+        G = self.alg.generations_per_prompt
+        kept: list[tuple[Rollout, int]] = []
+        dropped: list[tuple[Rollout, int]] = []
+        current = first
+        for round_ in range(MAX_SAMPLING_ROUNDS):
+            keep = dynamic_sampling_keep(current.rewards, G)
+            for g, ok in enumerate(keep.tolist()):
+                (kept if ok else dropped).append((current, g))
+            if len(kept) >= self.alg.prompts_per_step or round_ == MAX_SAMPLING_ROUNDS - 1:
+                break
+            current = self._sample_round(step)
+        chosen = (kept + dropped)[: self.alg.prompts_per_step]
+        return _take_groups(chosen, G)
+
+    # --- one step ------------------------------------------------------------------------------
+
+    def step(self, step: int) -> dict[str, Any]:
+        """One GRPO step; returns the step's metrics."""
+        alg = self.alg
+        timer = Timer(prefix="timing/train")
+        with timer:
+            with timer.time("generation"):
+                ro = self.rollout(step)
+            advantages, _, _ = grpo_advantages(ro.rewards, group_size=alg.generations_per_prompt,
+                                               baseline=alg.baseline, normalize=alg.normalize_rewards)
+            sample_mask = torch.ones_like(ro.rewards)
+            if alg.overlong_filtering:
+                sample_mask = (~ro.truncated).to(torch.float32)
+            handle = self.store.put_rollout(step=step, uids=ro.uids, columns=ro.columns,
+                                            lengths=ro.lengths.tolist())
+            with timer.time("logprobs"):
+                handle = self.store.logprobs(handle, self.policy, reference=False)
+                handle = self.store.logprobs(handle, self.policy, reference=True)
+                lp = self.store.read(handle, ("prev_logprobs", "ref_logprobs", "gen_logprobs", "response_mask"))
+            token_mask = lp["response_mask"].to(torch.float32) * sample_mask[:, None]
+            num_tokens = int(token_mask.sum().item())
+            with timer.time("training"):
+                train = self.store.train(handle, self.policy, advantages=advantages,
+                                         sample_mask=sample_mask, num_tokens=num_tokens,
+                                         loss_cfg=self.loss_cfg)
+            self.store.finish(handle)
+            with timer.time("refit"):
+                self._refit(step)
+        seconds = timer.metrics()
+        return self._metrics(ro, lp, train, sample_mask, seconds)
+
+    def _metrics(self, ro: Rollout, lp: dict[str, torch.Tensor], train: dict[str, float],
+                 sample_mask: torch.Tensor, seconds: dict[str, float]) -> dict[str, Any]:
+        mask = lp["response_mask"].to(torch.float32)
+        response_lengths = mask.sum(dim=1)
+        ref_kl = _masked_k3_mean(lp["prev_logprobs"], lp["ref_logprobs"], mask)
+        out: dict[str, Any] = {
+            "train/reward": float(ro.rewards.mean()),
+            "train/loss": train["loss"],
+            "train/pg_loss": train["pg_loss"],
+            "train/grad_norm": train["grad_norm"],
+            "train/token_mult_prob_error": train["token_mult_prob_error"],
+            "train/gen_kl_error": train["gen_kl_error"],
+            "train/kl_penalty": train["kl_penalty"],
+            "train/ref_kl": ref_kl,
+            "train/clip_fraction": train["clip_fraction"],
+            "train/approx_kl": train["approx_kl"],
+            "train/is_truncated_fraction": train["is_truncated_fraction"],
+            "train/num_valid_samples": int(train["num_valid_samples"]),
+            "train/num_tokens": int(train["num_tokens"]),
+            "train/mean_response_length": float(response_lengths.mean()),
+            "train/truncated_fraction": float(ro.truncated.float().mean()),
+            "train/logprob_digest": logprob_digest(lp["prev_logprobs"], mask),
+            "total_flops": train["total_flops"],
+            "num_ranks": train["num_ranks"],
+            "theoretical_tflops": train["theoretical_tflops"],
+        }
+        for key in TIMING_KEYS:
+            out[f"timing/train/{key}"] = seconds.get(f"timing/train/{key}", 0.0)
+        total_s = out["timing/train/total"]
+        tokens = int(ro.lengths.sum())
+        out["performance/tokens_per_sec_per_gpu"] = tokens / total_s / out["num_ranks"]
+        out["performance/mfu"] = mfu(out["total_flops"], out["timing/train/training"],
+                                     out["theoretical_tflops"])
+        return out
+
+
+def _masked_k3_mean(logp: torch.Tensor, logq: torch.Tensor, mask: torch.Tensor) -> float:
+    """Token mean of k3 KL(policy || reference) over the response tokens (a monitor)."""
+    log_ratio = (logq - logp) * mask
+    k3 = (torch.exp(log_ratio) - 1 - log_ratio) * mask
+    return float(k3.sum() / mask.sum().clamp(min=1))
+
+
+def _take_groups(chosen: list[tuple[Rollout, int]], G: int) -> Rollout:
+    """A rollout made of whole groups taken from several sampling rounds, in the given order."""
+    def rows(r: Rollout, g: int) -> slice:
+        return slice(g * G, (g + 1) * G)
+
+    columns = {k: torch.cat([r.columns[k][rows(r, g)] for r, g in chosen])
+               for k in chosen[0][0].columns}
+    return Rollout(
+        columns=columns,
+        rewards=torch.cat([r.rewards[rows(r, g)] for r, g in chosen]),
+        lengths=torch.cat([r.lengths[rows(r, g)] for r, g in chosen]),
+        truncated=torch.cat([r.truncated[rows(r, g)] for r, g in chosen]),
+        uids=[u for r, g in chosen for u in r.uids[rows(r, g)]],
+    )
+

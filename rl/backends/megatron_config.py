@@ -1,0 +1,197 @@
+"""megatron-core TransformerConfig and layer spec from a Hugging Face Qwen3.5 text config.
+
+Mapping (HF Qwen3.5 -> megatron-core 0.19.2, local non-Transformer-Engine spec):
+* GQA: num_key_value_heads -> num_query_groups; head_dim -> kv_channels.
+* Attention output gate (q_proj is 2x wide, `out * sigmoid(gate)`) -> attention_output_gate.
+* q_norm/k_norm -> qk_layernorm with our `ZeroCenteredRMSNorm` (HF computes
+  `norm(x.float()) * (1 + w)`; megatron's torch norm wrapper refuses zero-centred gamma and
+  sequence parallelism, so the spec uses our norm for every norm; weights map 1:1).
+* partial_rotary_factor -> rotary_percent, rope_theta -> rotary_base (text positions are equal on
+  the three mrope axes, so HF's interleaved mrope is plain RoPE for text).
+* SwiGLU MLP -> gated_linear_unit + silu; no biases.
+* MoE: num_experts, num_experts_per_tok (softmax over the top-k logits equals HF's
+  softmax -> top-k -> renormalise), shared expert with its sigmoid gate, router_aux_loss_coef ->
+  moe_aux_loss_coeff (aux_loss balancing).
+* Linear attention: megatron-core 0.19.2 has a GatedDeltaNet (megatron/core/ssm/gated_delta_net)
+  but it requires the `fla` (flash-linear-attention) Triton kernels, which neither the CPU machines
+  nor the GPU machine have. So the megatron backend accepts only `layer_types` that are all
+  `full_attention`; its tiny twins set every layer to full attention and the HF generation
+  model is built from the same config, so conversion is exact. See docs/megatron.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from rl.backends import megatron_shims
+
+megatron_shims.apply()
+
+from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_submodules  # noqa: E402
+from megatron.core.transformer.spec_utils import ModuleSpec  # noqa: E402
+from megatron.core.transformer.transformer_block import TransformerBlockSubmodules  # noqa: E402
+from megatron.core.transformer.transformer_config import TransformerConfig  # noqa: E402
+from megatron.core.transformer.transformer_layer import TransformerLayer  # noqa: E402
+
+__all__ = ["ParallelConfig", "ZeroCenteredRMSNorm", "block_spec", "transformer_config", "is_moe"]
+
+
+@dataclass(kw_only=True, frozen=True)
+class ParallelConfig:
+    """The recipe's `policy.parallel` section (dp is derived from the world size)."""
+
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    etp: int = 1
+    sp: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "cp", "ep", "etp"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"policy.parallel.{name} must be >= 1, got {getattr(self, name)}")
+        if self.pp != 1:
+            raise ValueError("policy.parallel.pp: the megatron backend runs pipeline size 1 only")
+        if self.sp and self.tp == 1:
+            raise ValueError("policy.parallel.sp needs policy.parallel.tp > 1")
+
+    @classmethod
+    def from_dict(cls, section: dict | None) -> ParallelConfig:
+        section = dict(section or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(section) - known)
+        if unknown:
+            raise ValueError(f"policy.parallel: unknown key(s) {unknown}; valid keys: {sorted(known)}")
+        return cls(**section)
+
+
+class ZeroCenteredRMSNorm(torch.nn.Module):
+    """Qwen3.5's RMSNorm, `norm(x.float()) * (1 + w)` cast back to x's dtype, in megatron's norm slot.
+
+    The weight is marked `sequence_parallel` so megatron all-reduces its gradient over the TP group
+    when sequence parallelism splits the tokens.
+    """
+
+    def __init__(self, config: TransformerConfig, hidden_size: int, eps: float = 1e-6, **_: object) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.zeros(hidden_size, dtype=config.params_dtype))
+        setattr(self.weight, "sequence_parallel", config.sequence_parallel)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (out * (1.0 + self.weight.float())).type_as(x)
+
+
+def is_moe(hf_config) -> bool:
+    return int(getattr(hf_config, "num_experts", 0) or 0) > 0
+
+
+def _check_supported(hf_config, parallel: ParallelConfig) -> None:
+    kinds = sorted(set(hf_config.layer_types))
+    if kinds != ["full_attention"]:
+        raise ValueError(
+            "model.config.layer_types: the megatron backend needs every layer 'full_attention' "
+            f"(megatron-core's GatedDeltaNet needs the fla kernels); got {kinds}")
+    if hf_config.num_key_value_heads % parallel.tp:
+        raise ValueError(f"policy.parallel.tp: {parallel.tp} must divide model.config.num_key_value_heads "
+                         f"({hf_config.num_key_value_heads})")
+    if hf_config.vocab_size % parallel.tp:
+        raise ValueError(f"model.config.vocab_size: {hf_config.vocab_size} must be divisible by "
+                         f"policy.parallel.tp ({parallel.tp}); set model.config.vocab_size to a multiple")
+    if is_moe(hf_config) and hf_config.num_experts % parallel.ep:
+        raise ValueError(f"policy.parallel.ep: {parallel.ep} must divide model.config.num_experts "
+                         f"({hf_config.num_experts})")
+    if is_moe(hf_config) and parallel.tp > 1 and not parallel.sp:
+        raise ValueError("policy.parallel.sp: megatron-core needs sequence parallelism for MoE with tp > 1")
+    if hf_config.hidden_act != "silu":
+        raise ValueError(f"model.config.hidden_act: only 'silu' is mapped, got {hf_config.hidden_act!r}")
+
+
+def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: torch.dtype = torch.float32
+                       ) -> TransformerConfig:
+    """The TransformerConfig for `hf_config` (a Qwen3_5TextConfig or Qwen3_5MoeTextConfig)."""
+    _check_supported(hf_config, parallel)
+    moe = is_moe(hf_config)
+    fields: dict = dict(
+        num_layers=hf_config.num_hidden_layers,
+        hidden_size=hf_config.hidden_size,
+        num_attention_heads=hf_config.num_attention_heads,
+        num_query_groups=hf_config.num_key_value_heads,
+        kv_channels=hf_config.head_dim,
+        ffn_hidden_size=hf_config.moe_intermediate_size if moe else hf_config.intermediate_size,
+        normalization="RMSNorm",
+        layernorm_epsilon=hf_config.rms_norm_eps,
+        gated_linear_unit=True,
+        activation_func=F.silu,
+        add_bias_linear=False,
+        add_qkv_bias=bool(hf_config.attention_bias),
+        qk_layernorm=True,
+        attention_output_gate=True,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        init_method_std=hf_config.initializer_range,
+        tensor_model_parallel_size=parallel.tp,
+        pipeline_model_parallel_size=parallel.pp,
+        context_parallel_size=parallel.cp,
+        expert_model_parallel_size=parallel.ep,
+        expert_tensor_parallel_size=parallel.etp,
+        sequence_parallel=parallel.sp,
+        params_dtype=params_dtype,
+        bf16=params_dtype == torch.bfloat16,
+        use_cpu_initialization=megatron_shims.on_cpu(),
+        perform_initialization=False,  # weights always come from the converted HF state dict
+        gradient_accumulation_fusion=False,
+        bias_activation_fusion=False,
+        bias_dropout_fusion=False,
+        masked_softmax_fusion=False,
+        apply_rope_fusion=False,
+        persist_layer_norm=False,
+        attention_softmax_in_fp32=True,
+    )
+    if moe:
+        fields.update(
+            num_moe_experts=hf_config.num_experts,
+            moe_ffn_hidden_size=hf_config.moe_intermediate_size,
+            moe_router_topk=hf_config.num_experts_per_tok,
+            moe_router_score_function="softmax",
+            moe_router_pre_softmax=False,
+            moe_router_dtype="fp32",
+            moe_router_load_balancing_type="aux_loss",
+            moe_aux_loss_coeff=float(hf_config.router_aux_loss_coef or 0.0),
+            moe_token_dispatcher_type="alltoall",
+            moe_grouped_gemm=False,
+        )
+        if hf_config.shared_expert_intermediate_size:
+            fields.update(moe_shared_expert_intermediate_size=hf_config.shared_expert_intermediate_size,
+                          moe_shared_expert_gate=True)
+    return TransformerConfig(**fields)
+
+
+def rope_kwargs(hf_config) -> dict:
+    """GPTModel's rotary arguments."""
+    rope = dict(hf_config.rope_parameters or {})
+    if rope.get("rope_type", "default") != "default":
+        raise ValueError(f"model.config.rope_parameters.rope_type: only 'default' is mapped, got {rope['rope_type']!r}")
+    return dict(position_embedding_type="rope", rotary_percent=float(rope.get("partial_rotary_factor", 1.0)),
+                rotary_base=int(rope.get("rope_theta", 10000)),
+                max_sequence_length=hf_config.max_position_embeddings)
+
+
+def block_spec(config: TransformerConfig) -> TransformerBlockSubmodules:
+    """The local (non-TE) GPT layer spec with every norm replaced by ZeroCenteredRMSNorm."""
+    sub = get_gpt_layer_local_submodules(num_experts=config.num_moe_experts, moe_grouped_gemm=False,
+                                         qk_layernorm=True, normalization="RMSNorm")
+    sub.input_layernorm = ZeroCenteredRMSNorm
+    sub.pre_mlp_layernorm = ZeroCenteredRMSNorm
+    attn = sub.self_attention.submodules
+    attn.q_layernorm = ZeroCenteredRMSNorm
+    attn.k_layernorm = ZeroCenteredRMSNorm
+    layer = ModuleSpec(module=TransformerLayer, submodules=sub)
+    return TransformerBlockSubmodules(layer_specs=[layer] * config.num_layers, layer_norm=ZeroCenteredRMSNorm)

@@ -1,0 +1,131 @@
+"""Everything megatron-core 0.19.2 needs to import and run on a CPU-only machine, in one place.
+
+megatron-core is written for CUDA: it asks `torch.cuda` for the current device and for streams,
+and one MoE module imports `triton` unguarded. On a GPU machine none of this is applied except the
+triton stand-in (only when triton itself is missing). `apply()` is idempotent and must run before
+the first `import megatron.core...` that builds models; `rl.backends.megatron` calls it first.
+
+What is patched, and why:
+* `megatron.core.transformer.moe.ops.paged_stash` (Triton kernels of the opt-in MoE "paged
+  stash" feature, imported unguarded by gpt_model.py and experts.py) is replaced by a stand-in
+  module whose kernels raise when called. We do not install triton (a 286 MB wheel) on CPU and
+  we never enable paged stash. We replace the ops module rather than faking `triton` itself, so
+  megatron's guarded `try: import triton` probes elsewhere still see "no triton".
+* `torch.cuda.current_device()` returns "cpu" (RoPE buffers, the global memory buffer and DDP
+  buffers pass it as `device=`).
+* `torch.cuda.Stream/Event/current_stream/stream` become no-op stand-ins (megatron DDP's
+  communication stream, the alltoall MoE dispatcher).
+* `torch.distributed.all_to_all_single` turns numpy split sizes into lists (gloo refuses arrays).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import sys
+import types
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["apply", "on_cpu"]
+
+_PAGED_STASH_OPS = "megatron.core.transformer.moe.ops.paged_stash"
+_applied = False
+
+
+def on_cpu() -> bool:
+    """True when megatron must run on CPU (no CUDA device visible)."""
+    return not torch.cuda.is_available()
+
+
+def apply() -> None:
+    """Install the shims this machine needs (idempotent)."""
+    global _applied
+    if _applied:
+        return
+    if importlib.util.find_spec("triton") is None:
+        _stand_in_paged_stash_ops()
+    if on_cpu():
+        _cpu_cuda_api()
+        _gloo_all_to_all_lists()
+    _applied = True
+
+
+def _stand_in_paged_stash_ops() -> None:
+    module = types.ModuleType(_PAGED_STASH_OPS)
+
+    def _no_triton(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("MoE paged stash needs triton, which is not installed (rl.backends.megatron_shims)")
+
+    module.GLOBAL_BLOCK_SIZE = 1024
+    module.paged_stash_copy_kernel = _no_triton
+    module.paged_stash_pop_kernel = _no_triton
+    module.__all__ = ["GLOBAL_BLOCK_SIZE", "paged_stash_copy_kernel", "paged_stash_pop_kernel"]
+    sys.modules.setdefault(_PAGED_STASH_OPS, module)
+
+
+class _Stream:
+    """A CUDA stream stand-in: work on CPU is already ordered."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def wait_stream(self, other: Any) -> None:
+        pass
+
+    def wait_event(self, event: Any) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def record_event(self, event: Any = None) -> Any:
+        return event if event is not None else _Event()
+
+
+class _Event:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def record(self, stream: Any = None) -> None:
+        pass
+
+    def wait(self, stream: Any = None) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+
+_DEFAULT_STREAM = _Stream()
+
+
+def _cpu_cuda_api() -> None:
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
+    torch.cuda.Stream = _Stream  # type: ignore[assignment, misc]
+    torch.cuda.Event = _Event  # type: ignore[assignment, misc]
+    torch.cuda.current_stream = lambda device=None: _DEFAULT_STREAM  # type: ignore[assignment]
+    torch.cuda.stream = lambda stream=None: contextlib.nullcontext()  # type: ignore[assignment]
+    torch.cuda.synchronize = lambda device=None: None  # type: ignore[assignment]
+    # Tensor.record_stream is a CUDA caching-allocator hint; a no-op on CPU.
+    torch.Tensor.record_stream = lambda self, stream: None  # type: ignore[assignment]
+
+
+def _gloo_all_to_all_lists() -> None:
+    original = dist.all_to_all_single
+    if getattr(original, "_rl_shim", False):
+        return
+
+    def all_to_all_single(output: torch.Tensor, input: torch.Tensor, output_split_sizes: Any = None,
+                          input_split_sizes: Any = None, group: Any = None, async_op: bool = False) -> Any:
+        as_list = lambda s: None if s is None else [int(x) for x in s]  # noqa: E731
+        return original(output, input, as_list(output_split_sizes), as_list(input_split_sizes),
+                        group=group, async_op=async_op)
+
+    all_to_all_single._rl_shim = True  # type: ignore[attr-defined]
+    dist.all_to_all_single = all_to_all_single

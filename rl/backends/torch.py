@@ -1,0 +1,144 @@
+"""The torch training backend: a Hugging Face model, AdamW, and a manual gloo/NCCL grad all-reduce.
+
+Determinism is a design goal (the legacy and TQ data paths must give bitwise equal metrics):
+* every forward runs on micro-batches of one fixed shape [micro_batch_size, T], short batches
+  padded with copies of a real row, so a row's log-probs never depend on which other rows
+  share its micro-batch or its rank;
+* gradients are accumulated over micro-batches in row order and summed across ranks with one
+  all-reduce of a flat buffer (2-rank float sums are order independent);
+* the loss of each rank is its share of the GLOBAL token mean (the driver passes the global
+  token count), so the all-reduced gradient equals the single-rank gradient.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from rl.algorithms.loss import LossConfig, clipped_pg_loss
+from rl.backends import register
+from rl.models import build_model, token_logprobs
+
+__all__ = ["TorchBackend", "micro_batches"]
+
+# Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
+TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", "prev_logprobs",
+                "ref_logprobs", "advantages", "sample_mask")
+
+
+def micro_batches(columns: dict[str, torch.Tensor], size: int) -> list[tuple[dict[str, torch.Tensor], int]]:
+    """Cut row-aligned columns into micro-batches of exactly `size` rows.
+
+    The last one is padded with copies of its first row; returns (columns, real_rows) pairs.
+    """
+    rows = next(iter(columns.values())).shape[0]
+    out = []
+    for start in range(0, rows, size):
+        real = min(size, rows - start)
+        index = torch.arange(start, start + size)
+        index[real:] = start
+        out.append(({k: v[index] for k, v in columns.items()}, real))
+    return out
+
+
+@register("torch")
+class TorchBackend:
+    """Policy + reference + optimizer on one data-parallel rank.
+
+    Args:
+        model_cfg: the recipe's `model` section as a dict.
+        vocab_size: the tokenizer's vocabulary size.
+        optimizer_cfg: the recipe's `policy.optimizer` section as a dict.
+        micro_batch_size: rows per forward.
+        weights: initial policy weights (the warm-started state dict); also the reference.
+        seed: model construction seed (weights are replaced by `weights` anyway).
+    """
+
+    def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: dict,
+                 micro_batch_size: int, weights: dict[str, torch.Tensor], seed: int) -> None:
+        self.model = build_model(model_cfg, vocab_size=vocab_size, seed=seed)
+        self.model.load_state_dict(weights)
+        self.reference = copy.deepcopy(self.model).requires_grad_(False)
+        self.micro_batch_size = micro_batch_size
+        self.grad_clip = optimizer_cfg.get("grad_clip")
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=optimizer_cfg["lr"], betas=tuple(optimizer_cfg["betas"]),
+            eps=optimizer_cfg["eps"], weight_decay=optimizer_cfg["weight_decay"])
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+
+    # --- log-probs -----------------------------------------------------------------------
+
+    @torch.no_grad()
+    def logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
+                 reference: bool = False) -> torch.Tensor:
+        """[B, T] token log-probs under the policy (or the frozen reference)."""
+        model = self.reference if reference else self.model
+        if input_ids.shape[0] == 0:
+            return torch.zeros(input_ids.shape, dtype=torch.float32)
+        outs = []
+        for mb, real in micro_batches({"ids": input_ids, "mask": attention_mask}, self.micro_batch_size):
+            outs.append(token_logprobs(model, mb["ids"], mb["mask"])[:real])
+        return torch.cat(outs)
+
+    # --- training ------------------------------------------------------------------------
+
+    def train_step(self, batch: dict[str, torch.Tensor], *, num_tokens: int,
+                   loss_cfg: LossConfig) -> dict[str, float]:
+        """One optimizer step over this rank's rows; metrics are this rank's share (summable)."""
+        missing = [f for f in TRAIN_FIELDS if f not in batch]
+        assert not missing, f"train batch lacks {missing}"
+        self.optimizer.zero_grad(set_to_none=False)
+        totals: dict[str, float] = {}
+        rows = batch["input_ids"].shape[0]
+        if rows:
+            for mb, real in micro_batches({k: batch[k] for k in TRAIN_FIELDS}, self.micro_batch_size):
+                mb["sample_mask"] = mb["sample_mask"].clone()
+                mb["sample_mask"][real:] = 0  # padding rows carry no loss and no metric
+                curr = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"])
+                loss, metrics = clipped_pg_loss(
+                    curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"],
+                    gen_logprobs=mb["gen_logprobs"], ref_logprobs=mb["ref_logprobs"],
+                    advantages=mb["advantages"], token_mask=mb["response_mask"],
+                    sample_mask=mb["sample_mask"], cfg=loss_cfg, num_tokens=num_tokens)
+                loss.backward()
+                for key, value in metrics.items():
+                    totals[key] = totals.get(key, 0.0) + float(value)
+        grad_norm = self._reduce_and_step()
+        totals["grad_norm"] = grad_norm
+        return totals
+
+    def _reduce_and_step(self) -> float:
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        offset = 0
+        for p, g in zip(self.params, grads):
+            n = g.numel()
+            p.grad = flat[offset:offset + n].view_as(p).clone()
+            offset += n
+        max_norm = self.grad_clip if self.grad_clip and self.grad_clip > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+        self.optimizer.step()
+        return float(norm)
+
+    # --- state ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    def reference_state_dict(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.reference.state_dict().items()}
+
+    def optimizer_state(self) -> dict[str, Any]:
+        return copy.deepcopy(self.optimizer.state_dict())
+
+    def load_state(self, *, policy: dict[str, torch.Tensor], optimizer: dict[str, Any],
+                   reference: dict[str, torch.Tensor] | None = None) -> None:
+        self.model.load_state_dict(policy)
+        self.optimizer.load_state_dict(optimizer)
+        if reference is not None:
+            self.reference.load_state_dict(reference)

@@ -1,0 +1,257 @@
+"""The engine process: `python -m rl.run RECIPE.yaml --out RUN_DIR [--resume]`.
+
+Reads one resolved recipe, runs GRPO on Ray, and writes the run dir (docs/architecture.md):
+metrics.jsonl, invariants.jsonl, env.json, status.json, checkpoints/. Exit codes: 0 done,
+1 failed, 2 bad recipe or arguments, 3 a worker died, 4 workers stopped answering,
+130/143 interrupted (SIGINT/SIGTERM). status.json always says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rl import checkpoint
+from rl.cluster import DeadWorkerError, WorkerTimeoutError
+from rl.config import RunConfig, load_config
+from rl.runlog import RunLog
+
+log = logging.getLogger("rl.run")
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_DEAD_WORKER, EXIT_TIMEOUT = 0, 1, 2, 3, 4
+SHUTDOWN_GRACE_S = 15.0
+
+
+class Interrupted(BaseException):
+    """SIGTERM/SIGINT arrived; a BaseException so no `except Exception` swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.exit_code = 128 + signum
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    raise Interrupted(signum)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m rl.run", description=__doc__.splitlines()[0])
+    parser.add_argument("recipe", help="resolved recipe YAML")
+    parser.add_argument("--out", required=True, help="run dir to write")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest checkpoint in RUN_DIR/checkpoints")
+    return parser.parse_args(argv)
+
+
+def _config_error(run_dir: Path, message: str) -> int:
+    runlog = RunLog(run_dir, num_steps=0)
+    runlog.write_status("failed", error=message, exit_code=EXIT_CONFIG)
+    runlog.close()
+    print(f"rl.run: {message}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
+    """Run the recipe into `run_dir`; returns the exit code (status.json is always written)."""
+    ckpt_path = checkpoint.latest(run_dir) if resume else None
+    if resume and ckpt_path is None:
+        print("rl.run: --resume but no checkpoint in the run dir; starting from step 1", file=sys.stderr)
+    ckpt = checkpoint.load(ckpt_path) if ckpt_path is not None else None
+    runlog = RunLog(run_dir, num_steps=cfg.algorithm.num_steps,
+                    resume_step=ckpt.step if ckpt is not None else None)
+    engine = None
+    code, state, error = EXIT_OK, "completed", None
+    try:
+        engine = Engine(cfg, runlog, ckpt)
+        engine.setup()
+        engine.run()
+    except DeadWorkerError as exc:
+        runlog.dead_worker = exc.worker
+        code, state, error = EXIT_DEAD_WORKER, "failed", str(exc)
+    except WorkerTimeoutError as exc:
+        code, state, error = EXIT_TIMEOUT, "failed", str(exc)
+    except Interrupted as exc:
+        code, state, error = exc.exit_code, "interrupted", f"interrupted by {exc}"
+    except KeyboardInterrupt:
+        code, state, error = 130, "interrupted", "interrupted by SIGINT"
+    except Exception as exc:  # noqa: BLE001 - reported in status.json, traceback to stderr
+        traceback.print_exc()
+        code, state, error = EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}"
+    if error:
+        print(f"rl.run: {state}: {error}", file=sys.stderr)
+    runlog.write_status(state, error=error, exit_code=code)
+    runlog.close()
+    # A worker stuck in a broken collective must not keep us from exiting.
+    watchdog = threading.Timer(SHUTDOWN_GRACE_S, os._exit, [code])
+    watchdog.daemon = True
+    watchdog.start()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if engine is not None:
+        engine.shutdown()
+    return code
+
+
+class Engine:
+    """The workers and driver of one run: set up, run the steps, shut down."""
+
+    def __init__(self, cfg: RunConfig, runlog: RunLog, ckpt: checkpoint.Checkpoint | None) -> None:
+        self.cfg = cfg
+        self.runlog = runlog
+        self.ckpt = ckpt
+        self.cluster: Any = None
+        self.store: Any = None
+        self.started_ray = False
+        self.step = runlog.last_step
+
+    # --- set-up --------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        import ray
+
+        from rl.algorithms.grpo import GRPODriver
+        from rl.cluster import Cluster, start_ray
+        from rl.envs import make_env
+        from rl.models import build_model
+        from rl.tokenizer import load_tokenizer
+        from rl.warm_start import warm_start
+        from rl.workers import GenerationWorker, PolicyWorker
+        from rl.workers.data_path import LegacyPath, TQPath
+        from rl.workers.group import PolicyGroup
+
+        cfg, alg = self.cfg, self.cfg.algorithm
+        self.started_ray = start_ray(num_cpus=max(cfg.world_size, 2))
+        tokenizer = load_tokenizer(cfg.model.tokenizer)
+        env = make_env({"name": cfg.task.name, "params": cfg.task.params})
+        if cfg.data_plane.backend == "tq":
+            from rl.data.tq_store import TQStore, tq_conf
+
+            self.store = TQStore.start(tq_conf(num_storage_units=cfg.data_plane.tq.num_storage_units))
+        dp, env_keys = cfg.dp_size, sorted(cfg.env)
+        self.cluster = cluster = Cluster(bundles=dp + 1, env_vars=dict(cfg.env))
+        ranks = [cluster.spawn(PolicyWorker, name=f"policy-{r}", role="policy", rank=r, world_size=dp,
+                               env_keys=env_keys, data_plane=self.store) for r in range(dp)]
+        gen = cluster.spawn(GenerationWorker, name="generation-0", role="generation", rank=0,
+                            env_keys=env_keys)
+
+        # While the actors boot, build (and warm-start) the initial weights here.
+        model_cfg = asdict(cfg.model)
+        model = build_model(model_cfg, vocab_size=len(tokenizer), seed=alg.seed)
+        if self.ckpt is None:
+            info = warm_start(model, tokenizer, env, asdict(alg.warm_start), seed=alg.seed)
+            log.info("warm start: %s", info)
+            weights = model.state_dict()
+        else:
+            weights = self.ckpt.policy
+        weights_ref = ray.put(weights)
+        master = cluster.call([ranks[0]], "rendezvous_address")[0]
+        backend_kwargs = {"model_cfg": model_cfg, "vocab_size": len(tokenizer), "seed": alg.seed,
+                          "optimizer_cfg": asdict(cfg.policy.optimizer),
+                          "micro_batch_size": cfg.policy.micro_batch_size}
+        refs = [h.actor.setup.remote(master=master, backend=cfg.policy.backend,
+                                     backend_kwargs=backend_kwargs, weights=weights_ref) for h in ranks]
+        refs.append(gen.actor.setup.remote(model_cfg=model_cfg, vocab_size=len(tokenizer),
+                                           seed=alg.seed, weights=weights_ref))
+        cluster.get(refs, [h.name for h in [*ranks, gen]], timeout_s=300)
+        if self.ckpt is not None:
+            c = self.ckpt
+            cluster.call(ranks, "load_checkpoint", policy=c.policy, optimizer=c.optimizer, reference=c.reference)
+            checkpoint.restore_rng(c.rng)
+        self._report_env([*ranks, gen])
+
+        self.policy = PolicyGroup(cluster=cluster, ranks=ranks, flops_cfg=model.config,
+                                  device=cfg.cluster.device, num_ranks=cfg.world_size,
+                                  record_invariant=self._record_invariant)
+        G = alg.generations_per_prompt
+        path = TQPath(store=self.store, group_size=G) if self.store is not None else LegacyPath(group_size=G)
+        gen_kwargs = {"max_new_tokens": cfg.generation.max_new_tokens,
+                      "temperature": cfg.generation.temperature,
+                      "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
+
+        def generate(prompt_ids: Any, *, seed: int) -> dict:
+            return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, **gen_kwargs)[0]
+
+        def refit(version: int) -> float:
+            state = ranks[0].actor.state_dict.remote()
+            load = gen.actor.load_weights.remote(state, version)
+            return cluster.get([state, load], [ranks[0].name, gen.name], timeout_s=300)[1]
+
+        self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=generate, refit=refit,
+                                 tokenizer=tokenizer, env=env, store=path)
+        if self.ckpt is not None:
+            self.driver.cursor = self.ckpt.cursor
+
+    def _record_invariant(self, record: dict[str, Any]) -> None:
+        self.runlog.log_invariant({**record, "step": self.step})
+
+    def _report_env(self, handles: list[Any]) -> None:
+        infos = self.cluster.call(handles, "info")
+        self.runlog.write_env(infos)
+        for info in infos:
+            wrong = {k: info["env"].get(k) for k, v in self.cfg.env.items() if info["env"].get(k) != v}
+            self.runlog.log_invariant({
+                "check": "env_propagated", "step": self.step, "worker": info["name"], "ok": not wrong,
+                "detail": f"{len(self.cfg.env)} vars seen" if not wrong else f"differs: {wrong}"})
+
+    # --- steps -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        cfg = self.cfg
+        every = cfg.checkpoint.every_steps
+        for step in range(self.runlog.last_step + 1, cfg.algorithm.num_steps + 1):
+            self.step = step
+            metrics = self.driver.step(step)
+            flops_keys = ("total_flops", "num_ranks", "theoretical_tflops")
+            bad = [k for k in flops_keys if not (isinstance(metrics.get(k), (int, float)) and metrics[k] > 0)]
+            self.runlog.log_invariant({"check": "flops_fields", "step": step, "ok": not bad,
+                                       "detail": "present and > 0" if not bad else f"missing or <= 0: {bad}"})
+            self.runlog.log_metrics(step, metrics)
+            if (every and step % every == 0) or step == cfg.algorithm.num_steps:
+                self._save(step)
+            self.runlog.write_status("running")
+            print(f"step {step}/{cfg.algorithm.num_steps} reward={metrics['train/reward']:.3f} "
+                  f"loss={metrics['train/loss']:.4f} t={metrics['timing/train/total']:.2f}s", flush=True)
+
+    def _save(self, step: int) -> None:
+        state = self.cluster.call([self.policy.rank0()], "checkpoint_state")[0]
+        checkpoint.save(self.runlog.run_dir, checkpoint.Checkpoint(
+            step=step, cursor=self.driver.cursor, policy=state["policy"], optimizer=state["optimizer"],
+            reference=state["reference"], rng=checkpoint.capture_rng()))
+
+    def shutdown(self) -> None:
+        import ray
+
+        if self.cluster is not None:
+            self.cluster.shutdown()
+        if self.store is not None:
+            try:
+                self.store.close()
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                log.exception("closing the data plane")
+        if self.started_ray and ray.is_initialized():
+            ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    run_dir = Path(args.out)
+    try:
+        cfg = load_config(args.recipe)
+    except (ValueError, OSError) as exc:
+        return _config_error(run_dir, f"bad recipe {args.recipe}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - e.g. a YAML syntax error
+        return _config_error(run_dir, f"cannot read recipe {args.recipe}: {type(exc).__name__}: {exc}")
+    signal.signal(signal.SIGTERM, _on_signal)
+    return run(cfg, run_dir, resume=args.resume)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

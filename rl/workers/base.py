@@ -1,0 +1,47 @@
+"""What every engine worker shares: one CPU thread, identity for env.json, and a liveness ping."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import torch
+
+
+class WorkerBase:
+    """Base of the Ray actor classes; `role` names the kind of worker in env.json."""
+
+    role = "worker"
+
+    def __init__(self, *, name: str, rank: int, env_keys: list[str]) -> None:
+        # Workers share the box's cores with each other: one intra-op thread each, and the
+        # same thread count everywhere keeps CPU kernels' reduction order reproducible.
+        torch.set_num_threads(1)
+        self.name = name
+        self.rank = rank
+        self.env_keys = list(env_keys)
+
+    def ping(self) -> bool:
+        return True
+
+    @staticmethod
+    def host_ip() -> str:
+        try:
+            import ray
+
+            return ray.util.get_node_ip_address()
+        except Exception:  # noqa: BLE001 - outside Ray (unit tests)
+            return socket.gethostbyname(socket.gethostname())
+
+    def info(self) -> dict[str, Any]:
+        """This worker's env.json record: who it is, where it runs, which recipe env it saw."""
+        return {
+            "name": self.name,
+            "role": self.role,
+            "rank": self.rank,
+            "host": socket.gethostname(),
+            "device": "cpu" if not torch.cuda.is_available() else f"cuda:{torch.cuda.current_device()}",
+            "pid": os.getpid(),
+            "env": {key: os.environ.get(key) for key in self.env_keys},
+        }
