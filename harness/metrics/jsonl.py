@@ -56,11 +56,13 @@ def read_jsonl(path: str | Path) -> Metrics:
             notes.append(f"{where}: step {step} logged again (first at line {seen[step]}); the later value is used")
         seen[step] = index + 1
         for name, value in obj.items():
-            number = as_number(value)
-            if number is None or name == "step":
-                continue
+            if type(value) is not float:  # the common case inline: this loop runs steps x metrics times
+                value = as_number(value)
+                if value is None:
+                    continue
             series = rows.get(name)
             if series is None:
                 series = rows[name] = {}
-            series[step] = number
+            series[step] = value
+    rows.pop("step", None)
     return Metrics.from_rows(rows, source=str(path), notes=tuple(notes))

@@ -36,13 +36,19 @@ def read_reference_json(path: str | Path) -> Metrics:
     if not isinstance(data, dict):
         raise MetricsError(f"{path}: expected an object of {{metric: {{step: value}}}}, got {type(data).__name__}")
     rows: dict[str, dict[int, float]] = {}
+    step_of: dict[str, int] = {}  # every metric repeats the same step keys: parse each once
     for name, steps in data.items():
         if not isinstance(steps, dict):
             continue  # a scalar summary beside the series (e.g. a run id): not a step series
         series: dict[int, float] = {}
         for key, value in steps.items():
-            number = as_number(value)
-            if number is not None:
-                series[_parse_step(key, f"{path}: metric {name!r}")] = number
+            if type(value) is not float:
+                value = as_number(value)
+                if value is None:
+                    continue
+            step = step_of.get(key)
+            if step is None:
+                step = step_of[key] = _parse_step(key, f"{path}: metric {name!r}")
+            series[step] = value
         rows[name] = series
     return Metrics.from_rows(rows, source=str(path))
