@@ -127,7 +127,12 @@ class _Evaluator:
             raise Failure(f"{unparse(node)} needs at least {spec.min_values} values, the range has {len(points)}")
         if "q" in bound and not 0 <= bound["q"] <= 100:
             raise Failure(f"{unparse(node)}: q = {_fmt(bound['q'])} is outside [0, 100]")
-        return APPLY[node.func](points, bound)
+        result = APPLY[node.func](points, bound)
+        if node.func == "all_finite":
+            bad = next(((step, value) for step, value in points if not math.isfinite(value)), None)
+            self.trace.append(f"{unparse(node)} = True" if bad is None else
+                              f"{unparse(node)} is false: {node.metric} is {bad[1]} at step {bad[0]}")
+        return result
 
     @staticmethod
     def _step(bound: dict[str, float], name: str, default: int, node: Call) -> int:

@@ -109,4 +109,12 @@ def test_syntax_errors_become_failing_verdicts():
 
 
 def test_value_of_a_non_comparison_is_its_truth():
-    assert evaluate("all_finite(train/loss)", RUN, expected_steps=20).value is True
+    result = evaluate("all_finite(train/loss)", RUN, expected_steps=20)
+    assert result.value is True and result.reason == "holds: all_finite(train/loss) = True"
+
+
+def test_all_finite_names_the_first_bad_step():
+    run = Metrics.from_rows({"loss": {1: 1.0, 2: math.inf, 3: math.nan}, "x": {1: 1.0, 2: 1.0, 3: 1.0}})
+    result = evaluate("all_finite(loss) and max(x) < 2", run, expected_steps=3)
+    assert not result.ok and result.value is False
+    assert result.reason == "fails: all_finite(loss) is false: loss is inf at step 2; max(x) = 1 < 2"
