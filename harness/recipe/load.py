@@ -71,7 +71,7 @@ def load_chain(path: Path, chain: tuple[Path, ...]) -> Tree:
     """One file merged over its `defaults:` (recursively); `defaults` itself removed."""
     data, lines = load_file(path)
     own = Tree(data=data, origins={p: Origin.file(path, n) for p, n in lines.items() if p and isinstance(p[-1], str)})
-    raw, taken = own.pop_top("defaults")
+    raw, _ = own.pop_top("defaults")
     merged = Tree()
     for target, origin in _defaults_entries(path, raw, lines, chain):
         if target in chain + (path,):
