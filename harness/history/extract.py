@@ -1,0 +1,84 @@
+"""The key numbers of one run dir, as stored in the history.
+
+* final_reward: `train/reward` at the last logged step.
+* step_time_s: mean of `timing/train/total` over the steps, leaving out step 1 when there are
+  more (it carries one-off warm-up: compilation, allocator growth, first refit).
+* tokens_per_s: mean of `performance/tokens_per_sec_per_gpu`, step 1 left out the same way.
+* wall_s: status.json's wall_s (the engine's wall time).
+Each is None when the run did not log it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.metrics import MetricsError, read_metrics
+
+REWARD = "train/reward"
+STEP_TIME = "timing/train/total"
+TOKENS_PER_S = "performance/tokens_per_sec_per_gpu"
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeyMetrics:
+    final_reward: float | None = None
+    step_time_s: float | None = None
+    tokens_per_s: float | None = None
+    wall_s: float | None = None
+
+
+def _finite(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def steady_mean(series: Mapping[int, float]) -> float | None:
+    """Mean of the finite values, without the first step when there is more than one."""
+    steps = sorted(series)
+    if len(steps) > 1:
+        steps = steps[1:]
+    values = [v for v in (_finite(series[s]) for s in steps) if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def last_value(series: Mapping[int, float]) -> float | None:
+    return _finite(series[max(series)]) if series else None
+
+
+def key_metrics(run_dir: Path) -> KeyMetrics:
+    """What the history keeps of a run dir; missing files give None fields, never an error."""
+    run_dir = Path(run_dir)
+    try:
+        metrics = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
+    except MetricsError:
+        metrics = {}
+    wall = None
+    status_path = run_dir / "status.json"
+    if status_path.exists():
+        try:
+            wall = _finite(json.loads(status_path.read_text(encoding="utf-8")).get("wall_s"))
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            wall = None
+    return KeyMetrics(
+        final_reward=last_value(metrics[REWARD]) if REWARD in metrics else None,
+        step_time_s=steady_mean(metrics[STEP_TIME]) if STEP_TIME in metrics else None,
+        tokens_per_s=steady_mean(metrics[TOKENS_PER_S]) if TOKENS_PER_S in metrics else None,
+        wall_s=wall,
+    )
+
+
+def check_verdicts(run_dir: Path) -> dict[str, bool]:
+    """Check name -> passed, from the run's result.json (empty when there is none)."""
+    path = Path(run_dir) / "result.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return {}
+    return {str(v["name"]): bool(v["ok"]) for v in data.get("verdicts", []) if isinstance(v, dict) and "name" in v}

@@ -1,0 +1,98 @@
+"""Check a suite before it runs: every entry resolves and plans, nothing is disabled past its
+date, and the enabled entries fit the suite's GPU-hour budget.
+
+The GPU-hour estimate of an entry is world x hours, where world is the plan's device count
+(0 on CPU) and hours is the entry's `estimated_hours` (expected wall time of one run) or, when
+absent, the recipe's `limits.timeout_s` (the most a run may take). Sharding balances the same
+hours. See docs/nightly.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from harness.errors import USER_ERRORS
+from harness.plan import make_plan
+from harness.recipe import load_recipe
+from harness.suites.model import Entry, Suite
+
+MAX_DISABLED_DAYS = 183  # a disable longer than ~6 months is a deletion in disguise
+
+
+@dataclass(frozen=True, kw_only=True)
+class Estimate:
+    """What one run of an entry is expected to cost."""
+
+    hours: float          # wall-clock hours of one run
+    gpu_hours: float      # world x hours on GPU hardware, 0 on CPU
+    world: int
+    timeout_s: float
+    source: str           # "estimated_hours" or "limits.timeout_s"
+
+
+@dataclass(kw_only=True)
+class SuiteCheck:
+    """The outcome of validating one suite: estimates of the entries that resolved, and problems."""
+
+    suite: Suite
+    estimates: dict[str, Estimate] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(self.estimates[e.id].gpu_hours for e in self.suite.enabled if e.id in self.estimates)
+
+
+def estimate_entry(entry: Entry) -> Estimate:
+    """Resolve and plan the entry's recipe; raises the recipe's or the plan's user error."""
+    recipe = load_recipe(entry.recipe, entry.overrides, scale=entry.scale).data
+    plan = make_plan(recipe)
+    timeout_s = float(recipe["limits"]["timeout_s"])
+    hours = entry.estimated_hours if entry.estimated_hours is not None else timeout_s / 3600.0
+    gpu_world = plan.world if plan.device != "cpu" else 0
+    if plan.device != entry.hardware:
+        raise ValueError(f"hardware: the entry says {entry.hardware!r} but the recipe runs on "
+                         f"cluster.device = {plan.device!r}")
+    return Estimate(hours=hours, gpu_hours=gpu_world * hours, world=plan.world, timeout_s=timeout_s,
+                    source="estimated_hours" if entry.estimated_hours is not None else "limits.timeout_s")
+
+
+def disabled_problem(entry: Entry, today: dt.date) -> str | None:
+    """Why an entry's `disabled` block is no longer acceptable, or None."""
+    off = entry.disabled
+    if off is None:
+        return None
+    if off.expired(today):
+        return (f"entry {entry.id}: disabled.until = {off.until} has expired (today is {today}; "
+                f"owner {off.owner}, reason: {off.reason}): fix and re-enable it, or renew the date")
+    if (off.until - today).days > MAX_DISABLED_DAYS:
+        return (f"entry {entry.id}: disabled.until = {off.until} is more than {MAX_DISABLED_DAYS} days away; "
+                f"choose a nearer date")
+    return None
+
+
+def validate_suite(suite: Suite, *, today: dt.date | None = None) -> SuiteCheck:
+    """Every problem of the suite, one line each, naming the entry and the key to change."""
+    today = today or dt.date.today()
+    check = SuiteCheck(suite=suite)
+    for entry in suite.entries:
+        problem = disabled_problem(entry, today)
+        if problem:
+            check.problems.append(problem)
+        try:
+            check.estimates[entry.id] = estimate_entry(entry)
+        except (*USER_ERRORS, ValueError) as error:
+            check.problems.append(f"entry {entry.id}: {error}")
+    total = check.gpu_hours
+    if total > suite.budget_gpu_hours + 1e-9:
+        parts = ", ".join(f"{e.id} {check.estimates[e.id].gpu_hours:.1f}"
+                          for e in suite.enabled if e.id in check.estimates)
+        check.problems.append(
+            f"budget_gpu_hours: the enabled entries may spend {total:.1f} GPU-hours ({parts}), over the "
+            f"suite's budget of {suite.budget_gpu_hours:g}; raise the budget, set estimated_hours, or disable entries")
+    return check
