@@ -1,0 +1,212 @@
+"""Weights between Hugging Face Qwen3.5 and megatron-core GPTModel, both ways (refit).
+
+Two steps each way, so the format mapping and the parallel sharding are tested apart:
+
+    hf_to_mcore(hf_sd, hf_config)            -> full megatron dict (global expert numbers)
+    shard(full, rank=ShardRank(...))         -> this rank's GPTModel state dict
+    gather_full(model_sd, ...)               -> full megatron dict (collectives over TP/EP groups)
+    mcore_to_hf(full, hf_config)             -> HF state dict
+
+Layouts that are not a plain rename:
+* linear_qkv: per query group g, rows [q heads of g; their output gates; k_g; v_g]. HF's
+  q_proj rows are per head [q_h; gate_h], then k_proj and v_proj.
+* linear_fc1 (SwiGLU): [gate; up]; under TP each rank holds [gate shard; up shard].
+* Experts: HF stacks them ([E, 2I, H] gate_up, [E, H, I] down); megatron has one module per
+  local expert, numbered from 0 on each expert-parallel rank.
+Copies are exact (no arithmetic), so HF -> megatron -> HF is bitwise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["ShardRank", "gather_full", "hf_to_mcore", "mcore_to_hf", "shard", "split_rule"]
+
+_L = "decoder.layers.{}."
+
+
+def _qkv_from_hf(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg) -> torch.Tensor:
+    heads, groups, dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    per = heads // groups
+    qg = q.view(groups, per, 2, dim, -1)  # [g, heads/group, (q, gate), dim, H]
+    parts = [qg[:, :, 0].reshape(groups, per * dim, -1), qg[:, :, 1].reshape(groups, per * dim, -1),
+             k.view(groups, dim, -1), v.view(groups, dim, -1)]
+    return torch.cat(parts, dim=1).reshape(-1, q.shape[-1])
+
+
+def _qkv_to_hf(qkv: torch.Tensor, cfg) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    heads, groups, dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    per = heads // groups
+    hidden = qkv.shape[-1]
+    g = qkv.view(groups, (2 * per + 2) * dim, hidden)
+    q, gate, k, v = torch.split(g, [per * dim, per * dim, dim, dim], dim=1)
+    q_hf = torch.stack([q.reshape(groups, per, dim, hidden), gate.reshape(groups, per, dim, hidden)], dim=2)
+    return q_hf.reshape(-1, hidden), k.reshape(-1, hidden), v.reshape(-1, hidden)
+
+
+def hf_to_mcore(hf: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
+    """HF Qwen3_5(Moe)ForCausalLM state dict -> full megatron-core GPTModel dict (TP=EP=1 names)."""
+    out = {"embedding.word_embeddings.weight": hf["model.embed_tokens.weight"],
+           "decoder.final_layernorm.weight": hf["model.norm.weight"],
+           "output_layer.weight": hf["lm_head.weight"] if "lm_head.weight" in hf else hf["model.embed_tokens.weight"]}
+    for i in range(cfg.num_hidden_layers):
+        h, m = f"model.layers.{i}.", _L.format(i)
+        out[m + "input_layernorm.weight"] = hf[h + "input_layernorm.weight"]
+        out[m + "pre_mlp_layernorm.weight"] = hf[h + "post_attention_layernorm.weight"]
+        a = h + "self_attn."
+        out[m + "self_attention.linear_qkv.weight"] = _qkv_from_hf(
+            hf[a + "q_proj.weight"], hf[a + "k_proj.weight"], hf[a + "v_proj.weight"], cfg)
+        out[m + "self_attention.linear_proj.weight"] = hf[a + "o_proj.weight"]
+        out[m + "self_attention.q_layernorm.weight"] = hf[a + "q_norm.weight"]
+        out[m + "self_attention.k_layernorm.weight"] = hf[a + "k_norm.weight"]
+        if f"{h}mlp.gate.weight" in hf:
+            out[m + "mlp.router.weight"] = hf[h + "mlp.gate.weight"]
+            gate_up, down = hf[h + "mlp.experts.gate_up_proj"], hf[h + "mlp.experts.down_proj"]
+            for e in range(gate_up.shape[0]):
+                out[m + f"mlp.experts.local_experts.{e}.linear_fc1.weight"] = gate_up[e]
+                out[m + f"mlp.experts.local_experts.{e}.linear_fc2.weight"] = down[e]
+            s = h + "mlp.shared_expert."
+            if s + "gate_proj.weight" in hf:
+                out[m + "mlp.shared_experts.linear_fc1.weight"] = torch.cat(
+                    [hf[s + "gate_proj.weight"], hf[s + "up_proj.weight"]])
+                out[m + "mlp.shared_experts.linear_fc2.weight"] = hf[s + "down_proj.weight"]
+                out[m + "mlp.shared_experts.gate_weight"] = hf[h + "mlp.shared_expert_gate.weight"]
+        else:
+            out[m + "mlp.linear_fc1.weight"] = torch.cat([hf[h + "mlp.gate_proj.weight"], hf[h + "mlp.up_proj.weight"]])
+            out[m + "mlp.linear_fc2.weight"] = hf[h + "mlp.down_proj.weight"]
+    return {k: v.detach().clone() for k, v in out.items()}
+
+
+def mcore_to_hf(full: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
+    """Full megatron-core dict -> HF state dict (the inverse of `hf_to_mcore`)."""
+    out = {"model.embed_tokens.weight": full["embedding.word_embeddings.weight"],
+           "model.norm.weight": full["decoder.final_layernorm.weight"]}
+    if not cfg.tie_word_embeddings:
+        out["lm_head.weight"] = full["output_layer.weight"]
+    for i in range(cfg.num_hidden_layers):
+        h, m = f"model.layers.{i}.", _L.format(i)
+        out[h + "input_layernorm.weight"] = full[m + "input_layernorm.weight"]
+        out[h + "post_attention_layernorm.weight"] = full[m + "pre_mlp_layernorm.weight"]
+        a = h + "self_attn."
+        q, k, v = _qkv_to_hf(full[m + "self_attention.linear_qkv.weight"], cfg)
+        out.update({a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v})
+        out[a + "o_proj.weight"] = full[m + "self_attention.linear_proj.weight"]
+        out[a + "q_norm.weight"] = full[m + "self_attention.q_layernorm.weight"]
+        out[a + "k_norm.weight"] = full[m + "self_attention.k_layernorm.weight"]
+        if m + "mlp.router.weight" in full:
+            out[h + "mlp.gate.weight"] = full[m + "mlp.router.weight"]
+            num = cfg.num_experts
+            out[h + "mlp.experts.gate_up_proj"] = torch.stack(
+                [full[m + f"mlp.experts.local_experts.{e}.linear_fc1.weight"] for e in range(num)])
+            out[h + "mlp.experts.down_proj"] = torch.stack(
+                [full[m + f"mlp.experts.local_experts.{e}.linear_fc2.weight"] for e in range(num)])
+            if m + "mlp.shared_experts.linear_fc1.weight" in full:
+                gate, up = full[m + "mlp.shared_experts.linear_fc1.weight"].chunk(2)
+                s = h + "mlp.shared_expert."
+                out.update({s + "gate_proj.weight": gate, s + "up_proj.weight": up,
+                            s + "down_proj.weight": full[m + "mlp.shared_experts.linear_fc2.weight"],
+                            h + "mlp.shared_expert_gate.weight": full[m + "mlp.shared_experts.gate_weight"]})
+        else:
+            gate, up = full[m + "mlp.linear_fc1.weight"].chunk(2)
+            out.update({h + "mlp.gate_proj.weight": gate, h + "mlp.up_proj.weight": up,
+                        h + "mlp.down_proj.weight": full[m + "mlp.linear_fc2.weight"]})
+    return {k: v.detach().clone().contiguous() for k, v in out.items()}
+
+
+# --- sharding over tensor and expert parallelism ------------------------------------------------
+
+_EXPERT = re.compile(r"^(.*\.mlp\.experts\.local_experts\.)(\d+)(\..*)$")
+
+
+@dataclass(kw_only=True, frozen=True)
+class ShardRank:
+    """This rank's coordinates: tensor-parallel and expert-parallel (and expert-TP) rank and size."""
+
+    tp_rank: int = 0
+    tp_size: int = 1
+    ep_rank: int = 0
+    ep_size: int = 1
+    etp_rank: int = 0
+    etp_size: int = 1
+
+
+def split_rule(name: str) -> str:
+    """How a parameter is split: 'rows' (dim 0), 'cols' (dim 1), 'glu' (rows, per half) or 'none'."""
+    if name.endswith(("word_embeddings.weight", "output_layer.weight", "linear_qkv.weight")):
+        return "rows"
+    if name.endswith(("linear_proj.weight", "linear_fc2.weight")):
+        return "cols"
+    if name.endswith("linear_fc1.weight"):
+        return "glu"
+    return "none"
+
+
+def _split(t: torch.Tensor, rule: str, rank: int, size: int) -> torch.Tensor:
+    if size == 1 or rule == "none":
+        return t
+    if rule == "rows":
+        return t.chunk(size, dim=0)[rank]
+    if rule == "cols":
+        return t.chunk(size, dim=1)[rank]
+    gate, up = t.chunk(2, dim=0)
+    return torch.cat([gate.chunk(size, dim=0)[rank], up.chunk(size, dim=0)[rank]])
+
+
+def _join(parts: list[torch.Tensor], rule: str) -> torch.Tensor:
+    if len(parts) == 1 or rule == "none":
+        return parts[0]
+    if rule == "rows":
+        return torch.cat(parts, dim=0)
+    if rule == "cols":
+        return torch.cat(parts, dim=1)
+    halves = [p.chunk(2, dim=0) for p in parts]
+    return torch.cat([h[0] for h in halves] + [h[1] for h in halves])
+
+
+def shard(full: dict[str, torch.Tensor], *, rank: ShardRank, num_experts: int = 0) -> dict[str, torch.Tensor]:
+    """This rank's GPTModel state dict from the full dict (experts renumbered locally)."""
+    local_experts = num_experts // rank.ep_size if num_experts else 0
+    out = {}
+    for name, t in full.items():
+        match = _EXPERT.match(name)
+        if match:
+            e = int(match.group(2))
+            if e // local_experts != rank.ep_rank:
+                continue
+            local = f"{match.group(1)}{e % local_experts}{match.group(3)}"
+            out[local] = _split(t, split_rule(name), rank.etp_rank, rank.etp_size).clone()
+        else:
+            out[name] = _split(t, split_rule(name), rank.tp_rank, rank.tp_size).clone()
+    return out
+
+
+def _all_gather(t: torch.Tensor, group, size: int) -> list[torch.Tensor]:
+    if size == 1:
+        return [t]
+    parts = [torch.empty_like(t) for _ in range(size)]
+    dist.all_gather(parts, t.contiguous(), group=group)
+    return parts
+
+
+def gather_full(local: dict[str, torch.Tensor], *, rank: ShardRank, num_experts: int = 0,
+                tp_group=None, ep_group=None, etp_group=None) -> dict[str, torch.Tensor]:
+    """The full dict from every rank's shard; a collective over the TP, EP and expert-TP groups.
+
+    Every rank must call it with the same names in the same order (sorted here).
+    """
+    local_experts = num_experts // rank.ep_size if num_experts else 0
+    out = {}
+    for name in sorted(local):
+        t = local[name].detach()
+        match = _EXPERT.match(name)
+        if match:
+            joined = _join(_all_gather(t, etp_group, rank.etp_size), split_rule(name))
+            for r, part in enumerate(_all_gather(joined, ep_group, rank.ep_size)):
+                out[f"{match.group(1)}{r * local_experts + int(match.group(2))}{match.group(3)}"] = part
+        else:
+            out[name] = _join(_all_gather(t, tp_group, rank.tp_size), split_rule(name))
+    return out
