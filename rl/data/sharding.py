@@ -14,9 +14,10 @@ over the lightest rank grows with the number of rounds. Here:
 3. The same refinement is run from the sort+stride assignment; the better of the two
    (lower max, then lower spread) is returned, so we are never worse than the reference.
 
-Bound (proved in docs/data-plane.md): max rank tokens - min rank tokens <= the largest
-within-round spread `max_k (first_k - last_k)` <= max length - min length, hence
-max rank tokens <= mean + (dp - 1) / dp * (max length - min length).
+Bound (proved in docs/data-plane.md): with S the largest within-round length spread
+`max_k (first_k - last_k)` of the sorted rows (S <= max length - min length), the refined round
+greedy has max - min rank tokens <= S, so the returned assignment has
+max rank tokens <= mean + (dp - 1) / dp * S, and max rank tokens <= sort+stride's.
 
 Everything is integer arithmetic with index tie-breaks, so the result is deterministic.
 """

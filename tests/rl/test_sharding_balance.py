@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rl.data import KVBatchMeta, shard_keys_by_seqlen
-from rl.data.sharding import assign_balanced, assign_stride, round_spread_bound
+from rl.data.sharding import _refine, _round_greedy, assign_balanced, assign_stride, round_spread_bound
 
 
 def _meta(lengths: list[int]) -> KVBatchMeta:
@@ -49,13 +49,16 @@ def test_balance_within_the_stated_bound_and_no_worse_than_stride(batch: tuple[l
     lengths, dp = batch
     ours = _loads(assign_balanced(lengths, dp), lengths)
     stride = _loads(assign_stride(lengths, dp), lengths)
+    greedy = _loads(_refine(_round_greedy(lengths, dp), lengths, 4 * len(lengths)), lengths)
     spread = round_spread_bound(lengths, dp)
-    # Bound 1 (docs/data-plane.md): max - min <= largest within-round spread <= max - min length.
-    assert max(ours) - min(ours) <= spread <= max(lengths) - min(lengths)
-    # Bound 2: max <= mean + (dp - 1)/dp * spread, in integers.
+    # Lemma (docs/data-plane.md): the refined round greedy has max - min <= the largest
+    # within-round spread S <= max length - min length.
+    assert max(greedy) - min(greedy) <= spread <= max(lengths) - min(lengths)
+    # Theorem: max <= mean + (dp - 1)/dp * S, in integers.
     assert dp * max(ours) <= sum(lengths) + (dp - 1) * spread
     # Never worse than the reference's sort+stride.
     assert max(ours) <= max(stride)
+    assert sum(ours) == sum(lengths)
 
 
 @settings(max_examples=50, deadline=None)
