@@ -40,15 +40,11 @@ def read_reference_json(path: str | Path) -> Metrics:
     for name, steps in data.items():
         if not isinstance(steps, dict):
             continue  # a scalar summary beside the series (e.g. a run id): not a step series
-        series: dict[int, float] = {}
-        for key, value in steps.items():
-            if type(value) is not float:
-                value = as_number(value)
-                if value is None:
-                    continue
-            step = step_of.get(key)
-            if step is None:
-                step = step_of[key] = _parse_step(key, f"{path}: metric {name!r}")
-            series[step] = value
-        rows[name] = series
+        where = f"{path}: metric {name!r}"
+        numbers = [step_of[key] if key in step_of else step_of.setdefault(key, _parse_step(key, where)) for key in steps]
+        values = steps.values()
+        if set(map(type, values)) == {float}:
+            rows[name] = dict(zip(numbers, values))
+        else:
+            rows[name] = {s: n for s, v in zip(numbers, values) if (n := as_number(v)) is not None}
     return Metrics.from_rows(rows, source=str(path))

@@ -63,6 +63,7 @@ def test_torn_line_in_the_middle_is_an_error_naming_the_line(tmp_path):
     ('{"step": "3", "a": 1.0}', "'step' must be an integer"),
     ('{"step": 1.5}', "'step' must be an integer"),
     ("[1, 2]", "expected a JSON object"),
+    ('{"step": 2}, {"step": 4}', "not valid JSON"),
 ])
 def test_bad_records_are_errors(tmp_path, line, message):
     _write(tmp_path / "metrics.jsonl", ['{"step": 1, "a": 1.0}', line, '{"step": 3, "a": 1.0}'])
