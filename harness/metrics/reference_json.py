@@ -36,12 +36,14 @@ def read_reference_json(path: str | Path) -> Metrics:
     if not isinstance(data, dict):
         raise MetricsError(f"{path}: expected an object of {{metric: {{step: value}}}}, got {type(data).__name__}")
     rows: dict[str, dict[int, float]] = {}
-    step_of: dict[str, int] = {}  # every metric repeats the same step keys: parse each once
+    keys: list[str] = []
+    numbers: list[int] = []
     for name, steps in data.items():
         if not isinstance(steps, dict):
             continue  # a scalar summary beside the series (e.g. a run id): not a step series
-        where = f"{path}: metric {name!r}"
-        numbers = [step_of[key] if key in step_of else step_of.setdefault(key, _parse_step(key, where)) for key in steps]
+        if list(steps) != keys:  # metrics usually share one list of steps: parse it once
+            keys = list(steps)
+            numbers = [_parse_step(key, f"{path}: metric {name!r}") for key in keys]
         values = steps.values()
         if set(map(type, values)) == {float}:
             rows[name] = dict(zip(numbers, values))
