@@ -123,6 +123,10 @@ class DataPlaneClient(abc.ABC):
     def partitions(self) -> dict[str, int]:
         """Number of stored keys per non-empty partition."""
 
+    @abc.abstractmethod
+    def tags(self, partition: str) -> dict[str, dict[str, Any]]:
+        """Stored tags per key of `partition` (those given to `put` with new keys)."""
+
     def close(self) -> None:
         """Release this client's resources (the owner also shuts the store down)."""
 

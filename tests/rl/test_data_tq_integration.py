@@ -24,13 +24,16 @@ pytest.importorskip("transfer_queue")
 @pytest.fixture(scope="module")
 def tq_store() -> Iterator[DataPlaneClient]:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    own_ray = not ray.is_initialized()
+    if own_ray:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     store = make_client({"backend": "tq", "tq": {"num_storage_units": 1}})
     try:
         yield store
     finally:
         store.close()
-        ray.shutdown()
+        if own_ray:
+            ray.shutdown()
 
 
 def _scenario(store: DataPlaneClient, partition: str) -> dict[str, Any]:
@@ -89,7 +92,7 @@ def test_missing_keys_and_fields_are_named_not_dropped(tq_store: DataPlaneClient
 def test_clear_partitions_and_tags(tq_store: DataPlaneClient) -> None:
     tq_store.put(["c0", "c1", "c2"], "clr", {"x": torch.ones(3)}, sequence_lengths=[1, 1, 1], tags=[{"t": i} for i in range(3)])
     assert tq_store.partitions().get("clr") == 3
-    assert tq_store.tags("clr")["c1"] == {"t": 1}  # type: ignore[attr-defined]
+    assert tq_store.tags("clr")["c1"] == {"t": 1}
     tq_store.clear("clr", ["c0"])
     assert tq_store.partitions().get("clr") == 2
     tq_store.clear("clr")
