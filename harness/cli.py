@@ -6,6 +6,9 @@
     harness validate [PATHS ...]
     harness check RUN_DIR [--thresholds FILE] [--hardware CLASS] [--steps N]
     harness compare RUN_A RUN_B [--tolerance X]
+    harness matrix SUITE [--hardware H] [--tag T] [--shard I/N] [--format text|json|github]
+    harness nightly SUITE [-n N] [--out DIR] [--entry ID] [--shard I/N] [--history FILE]
+    harness history RECIPE [--db FILE] [--entry ID] [--hardware H] [--last N]
 
 Exit codes: 0 every check passed; 1 a check failed; 2 bad input (recipe, thresholds, usage);
 3 an internal error. Bad input is one line on stderr, never a traceback
@@ -68,7 +71,40 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_a")
     compare.add_argument("run_b")
     compare.add_argument("--tolerance", type=float, default=0.0, help="relative tolerance (default 0: exact)")
+    _suite_parsers(sub)
     return parser
+
+
+def _suite_parsers(sub: argparse._SubParsersAction) -> None:
+    """matrix, nightly and history: suites of recipes, their CI matrix, runs and history (docs/nightly.md)."""
+    selection = _Parser(add_help=False)
+    selection.add_argument("suite", help="suite name (recipes/suites/NAME.yaml) or file")
+    selection.add_argument("--hardware", action="append", help="only entries of this hardware class (repeatable)")
+    selection.add_argument("--tag", action="append", help="only entries with this tag (repeatable)")
+    selection.add_argument("--shard", help="only shard I/N, shards balanced by estimated hours")
+
+    matrix = sub.add_parser("matrix", parents=[selection], help="list a suite's entries or emit the CI matrix")
+    matrix.add_argument("--format", choices=["text", "json", "github"], default="text",
+                        help="github: strategy.matrix JSON {\"include\": [...]} (default: text)")
+
+    nightly = sub.add_parser("nightly", parents=[selection], help="run a suite through pytest (+xdist)")
+    nightly.add_argument("-n", dest="workers", type=int, default=1, help="parallel entries (pytest-xdist workers)")
+    nightly.add_argument("--out", help="folder for run dirs, junit.xml, summary.md (default runs/nightly-SUITE-TIME)")
+    nightly.add_argument("--entry", action="append", help="only this entry id (repeatable)")
+    nightly.add_argument("--retries", type=int, default=1, help="retries of infrastructure failures (default 1)")
+    nightly.add_argument("--history", default="runs/history.sqlite", help="history database (default %(default)s)")
+    nightly.add_argument("--no-history", action="store_true", help="neither gate against nor append to history")
+
+    history = sub.add_parser("history", help="the trend of a recipe's runs and its performance noise band")
+    history.add_argument("recipe", help="recipe name or file")
+    history.add_argument("--db", default="runs/history.sqlite", help="history database (default %(default)s)")
+    history.add_argument("--entry", help="only this suite entry id")
+    history.add_argument("--hardware", help="only this hardware class")
+    history.add_argument("--last", type=int, help="show only the last N runs")
+    history.add_argument("--window", type=int, help="gate window (default: the suite's)")
+    history.add_argument("--min-runs", dest="min_runs", type=int, help="gate minimum runs (default: the suite's)")
+    history.add_argument("--k", type=float, help="gate band width in MADs (default: the suite's)")
+    history.add_argument("--rel-floor", dest="rel_floor", type=float, help="gate relative floor (default: the suite's)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

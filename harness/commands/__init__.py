@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from harness.commands import check, compare, plan, run, show, validate
+from harness.commands import check, compare, history, matrix, nightly, plan, run, show, validate
 
 COMMANDS: dict[str, Callable] = {
     "check": check.main,
     "compare": compare.main,
+    "history": history.main,
+    "matrix": matrix.main,
+    "nightly": nightly.main,
     "plan": plan.main,
     "run": run.main,
     "show": show.main,

@@ -60,6 +60,9 @@ class _Reader:
         return value
 
     def text(self, value: Any, keys: tuple, *, pattern: re.Pattern | None = None) -> str:
+        if isinstance(value, bool):
+            raise self.fail(keys, f"must be a string, not the boolean {value} (quote it: YAML reads yes/no/on/off "
+                                  "as booleans)")
         if not isinstance(value, str) or not value.strip():
             raise self.fail(keys, "must be a non-empty string")
         if pattern is not None and not pattern.match(value):

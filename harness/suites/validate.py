@@ -24,10 +24,11 @@ MAX_DISABLED_DAYS = 183  # a disable longer than ~6 months is a deletion in disg
 class Estimate:
     """What one run of an entry is expected to cost."""
 
+    recipe: str           # the resolved recipe's name
     hours: float          # wall-clock hours of one run
     gpu_hours: float      # world x hours on GPU hardware, 0 on CPU
     world: int
-    timeout_s: float
+    timeout_s: float      # limits.timeout_s x engine launches (2 for a parity recipe)
     source: str           # "estimated_hours" or "limits.timeout_s"
 
 
@@ -49,17 +50,20 @@ class SuiteCheck:
 
 
 def estimate_entry(entry: Entry) -> Estimate:
-    """Resolve and plan the entry's recipe; raises the recipe's or the plan's user error."""
+    """Resolve and plan the entry's recipe; raises the recipe's or the plan's user error, or
+    ValueError when the entry's hardware is not the recipe's device."""
     recipe = load_recipe(entry.recipe, entry.overrides, scale=entry.scale).data
     plan = make_plan(recipe)
-    timeout_s = float(recipe["limits"]["timeout_s"])
-    hours = entry.estimated_hours if entry.estimated_hours is not None else timeout_s / 3600.0
-    gpu_world = plan.world if plan.device != "cpu" else 0
     if plan.device != entry.hardware:
         raise ValueError(f"hardware: the entry says {entry.hardware!r} but the recipe runs on "
                          f"cluster.device = {plan.device!r}")
-    return Estimate(hours=hours, gpu_hours=gpu_world * hours, world=plan.world, timeout_s=timeout_s,
-                    source="estimated_hours" if entry.estimated_hours is not None else "limits.timeout_s")
+    launches = len((recipe["checks"].get("parity") or {}).get("variants") or {}) or 1
+    timeout_s = float(recipe["limits"]["timeout_s"]) * launches
+    given = entry.estimated_hours is not None
+    hours = entry.estimated_hours if given else timeout_s / 3600.0
+    gpu_world = plan.world if plan.device != "cpu" else 0
+    return Estimate(recipe=str(recipe["name"]), hours=hours, gpu_hours=gpu_world * hours, world=plan.world,
+                    timeout_s=timeout_s, source="estimated_hours" if given else "limits.timeout_s")
 
 
 def disabled_problem(entry: Entry, today: dt.date) -> str | None:
