@@ -16,7 +16,20 @@ from harness.metrics import Metrics
 from harness.thresholds.errors import ThresholdSyntaxError
 from harness.thresholds.functions import APPLY, Failure, select, trim
 from harness.thresholds.parser import parse
-from harness.thresholds.tree import FUNCTIONS, BinOp, BoolOp, Call, Compare, Expr, Neg, Not, Num, metric_names, params_of
+from harness.thresholds.tree import (
+    FUNCTIONS,
+    BinOp,
+    BoolOp,
+    Call,
+    Compare,
+    Expr,
+    Neg,
+    Not,
+    Num,
+    constant_value,
+    metric_names,
+    params_of,
+)
 from harness.thresholds.unparse import unparse
 
 _MAX_LISTED = 12
@@ -32,7 +45,8 @@ _COMPARE = {
 
 @dataclass(frozen=True, kw_only=True)
 class Evaluation:
-    """ok: the check holds. value: the measured side (left of the top comparison), else the truth.
+    """ok: the check holds. value: what the top comparison measured (its first operand that is not
+    a constant), else the truth of the check.
 
     reason says why, for a pass too (the values compared); metrics are the names the check read.
     """
@@ -92,7 +106,8 @@ class _Evaluator:
         operands = [node.left, *node.rights]
         values = [self.value(operand) for operand in operands]
         holds = all(_COMPARE[op](a, b) for op, a, b in zip(node.ops, values, values[1:]))
-        self.left_value = values[0]
+        measured = [value for operand, value in zip(operands, values) if constant_value(operand) is None]
+        self.left_value = measured[0] if measured else values[0]  # `0.2 < mean(x)` measures mean(x)
         parts = [self._shown(operands[0], values[0])]
         for op, operand, value in zip(node.ops, operands[1:], values[1:]):
             parts += [op, self._shown(operand, value)]

@@ -118,3 +118,9 @@ def test_all_finite_names_the_first_bad_step():
     result = evaluate("all_finite(loss) and max(x) < 2", run, expected_steps=3)
     assert not result.ok and result.value is False
     assert result.reason == "fails: all_finite(loss) is false: loss is inf at step 2; max(x) = 1 < 2"
+
+
+def test_value_is_the_measured_operand_not_a_literal_bound():
+    result = evaluate("0.5 < max(train/reward) < 3", RUN, expected_steps=None)
+    assert result.ok and result.value == 2.0
+    assert evaluate("1 < 2", RUN, expected_steps=None).value == 1.0
