@@ -64,7 +64,7 @@ def _bool_extend(children):
 conditions = st.recursive(st.one_of(comparisons(), calls(numeric, "bool")), _bool_extend, max_leaves=6)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conditions)
 def test_parse_of_unparse_is_the_same_tree(tree):
     text = unparse(tree)
@@ -78,7 +78,7 @@ def test_parse_of_unparse_is_the_same_tree(tree):
 
 
 @given(conditions)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 def test_unparse_text_is_single_line_ascii(tree):
     text = unparse(tree)
     assert text.isascii() and "\n" not in text
