@@ -1,4 +1,5 @@
-"""`harness validate [PATHS...]`: resolve, validate and plan every recipe (and its tiny twin)."""
+"""`harness validate [PATHS...]`: resolve, validate and plan every recipe (and its tiny twin), and
+check every suite found under the paths (docs/nightly.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from harness.errors import USER_ERRORS, UsageError
 from harness.plan import make_plan
 from harness.recipe import find_recipes, load_recipe
+from harness.suites import find_suites, is_suite_path, suite_problems
 from harness.thresholds import load_thresholds
 
 
@@ -28,13 +30,30 @@ def validate_one(path: Path) -> list[str]:
     return problems
 
 
+def validate_suites(paths: list[Path]) -> int:
+    """Suites under the paths (recipes/suites/*.yaml): entries, disabled dates, GPU-hour budget."""
+    failed = 0
+    for path in find_suites(paths):
+        check, problems = suite_problems(path)
+        if problems:
+            failed += 1
+            for problem in problems:
+                print(f"FAIL {path}: {problem}", file=sys.stderr)
+        else:
+            assert check is not None
+            print(f"ok   {path} (suite {check.suite.name}: {len(check.suite.enabled)} enabled entries, "
+                  f"{check.gpu_hours:.1f} of {check.suite.budget_gpu_hours:g} GPU-hours)")
+    return failed
+
+
 def main(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.paths]
     for p in paths:
         if not p.exists():
             raise UsageError(f"{p}: no such file or folder")
-    recipes = find_recipes(paths)
-    if not recipes:
+    recipe_paths = [p for p in paths if not (p.is_file() and is_suite_path(p))]
+    recipes = find_recipes(recipe_paths) if recipe_paths else []
+    if not recipes and not find_suites(paths):
         raise UsageError(f"no recipe found under {', '.join(map(str, paths))}")
     failed = 0
     for recipe in recipes:
@@ -45,5 +64,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"FAIL {recipe}: {problem}", file=sys.stderr)
         else:
             print(f"ok   {recipe}")
-    print(f"{len(recipes) - failed} of {len(recipes)} recipes valid")
-    return 2 if failed else 0
+    if recipes:
+        print(f"{len(recipes) - failed} of {len(recipes)} recipes valid")
+    failed_suites = validate_suites(paths)
+    return 2 if failed or failed_suites else 0

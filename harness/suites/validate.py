@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from harness.errors import USER_ERRORS
 from harness.plan import make_plan
 from harness.recipe import load_recipe
+from harness.suites.load import load_suite
 from harness.suites.model import Entry, Suite
 
 MAX_DISABLED_DAYS = 183  # a disable longer than ~6 months is a deletion in disguise
@@ -100,3 +102,13 @@ def validate_suite(suite: Suite, *, today: dt.date | None = None) -> SuiteCheck:
             f"budget_gpu_hours: the enabled entries may spend {total:.1f} GPU-hours ({parts}), over the "
             f"suite's budget of {suite.budget_gpu_hours:g}; raise the budget, set estimated_hours, or disable entries")
     return check
+
+
+def suite_problems(path: Path, *, today: dt.date | None = None) -> tuple[SuiteCheck | None, list[str]]:
+    """Load and validate the suite file at `path`: (the check, or None if it did not load; problems)."""
+    try:
+        suite = load_suite(path)
+    except USER_ERRORS as error:
+        return None, [str(error)]
+    check = validate_suite(suite, today=today)
+    return check, check.problems
