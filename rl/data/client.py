@@ -37,6 +37,7 @@ __all__ = [
     "Column",
     "DataPlaneClient",
     "MissingDataError",
+    "check_column",
     "make_client",
     "split_rows",
     "stack_rows",
@@ -52,17 +53,25 @@ class MissingDataError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-def split_rows(name: str, column: Column, rows: int) -> list[Any]:
-    """One CPU value per row of `column` (copied, so the caller may reuse its buffers)."""
+def check_column(name: str, column: Column, rows: int) -> Column:
+    """`column` validated to hold one value per row; tensors detached and on the CPU (no copy if already)."""
     if isinstance(column, torch.Tensor):
         if column.ndim == 0 or column.shape[0] != rows:
             shape = tuple(column.shape)
             raise ValueError(f"column {name!r} has shape {shape}; expected dim 0 == {rows} rows")
-        return list(column.detach().to("cpu", copy=True).unbind(0))
+        return column.detach().to("cpu")
     if not isinstance(column, (list, tuple)):
         raise ValueError(f"column {name!r} must be a tensor or a list, got {type(column).__name__}")
     if len(column) != rows:
         raise ValueError(f"column {name!r} has {len(column)} entries for {rows} rows")
+    return list(column)
+
+
+def split_rows(name: str, column: Column, rows: int) -> list[Any]:
+    """One CPU value per row of `column`, copied (so the caller may reuse its buffers)."""
+    column = check_column(name, column, rows)
+    if isinstance(column, torch.Tensor):
+        return list(column.clone().unbind(0))
     return [
         v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else copy.deepcopy(v)
         for v in column
@@ -107,9 +116,9 @@ class DataPlaneClient(abc.ABC):
 
     @abc.abstractmethod
     def _write(
-        self, partition: str, keys: list[str], rows: dict[str, list[Any]], tags: list[dict] | None
+        self, partition: str, keys: list[str], columns: dict[str, Column], tags: list[dict] | None
     ) -> None:
-        """Store `rows[field][i]` under `keys[i]`."""
+        """Store row i of each checked column (see `check_column`) under `keys[i]`, copied."""
 
     @abc.abstractmethod
     def _read(self, partition: str, keys: list[str], fields: list[str]) -> dict[str, list[Any]]:
@@ -175,9 +184,9 @@ class DataPlaneClient(abc.ABC):
             )
         if len(meta) == 0:
             return meta.with_fields(*columns)
-        rows = {name: split_rows(name, col, len(meta)) for name, col in columns.items()}
+        checked = {name: check_column(name, col, len(meta)) for name, col in columns.items()}
         new_tags = None if isinstance(target, KVBatchMeta) or tags is None else list(meta.tags)
-        self._write(meta.partition_id, list(meta.keys), rows, new_tags)
+        self._write(meta.partition_id, list(meta.keys), checked, new_tags)
         return meta.with_fields(*columns)
 
     def get(self, meta: KVBatchMeta, fields: Sequence[str] | str) -> dict[str, Column]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from rl.data.client import DataPlaneClient, MissingDataError, missing_message
+from rl.data.client import Column, DataPlaneClient, MissingDataError, missing_message, split_rows
 
 __all__ = ["MemoryStore"]
 
@@ -31,9 +31,10 @@ class MemoryStore(DataPlaneClient):
             raise RuntimeError("MemoryStore is closed")
 
     def _write(
-        self, partition: str, keys: list[str], rows: dict[str, list[Any]], tags: list[dict] | None
+        self, partition: str, keys: list[str], columns: dict[str, Column], tags: list[dict] | None
     ) -> None:
         self._check_open()
+        rows = {name: split_rows(name, col, len(keys)) for name, col in columns.items()}
         with self._lock:
             part = self._data.setdefault(partition, {})
             for i, key in enumerate(keys):

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from rl.data.client import DataPlaneClient, MissingDataError, missing_message
+from rl.data.client import Column, DataPlaneClient, MissingDataError, missing_message, split_rows
 
 __all__ = ["TQStore", "tq_conf"]
 
@@ -134,11 +134,16 @@ class TQStore(DataPlaneClient):
     # --- primitives ------------------------------------------------------------------------
 
     def _write(
-        self, partition: str, keys: list[str], rows: dict[str, list[Any]], tags: list[dict] | None
+        self, partition: str, keys: list[str], columns: dict[str, Column], tags: list[dict] | None
     ) -> None:
+        """Tensor columns go as they are (TransferQueue serializes them to the storage actor, a
+        copy); list columns become one stacked, jagged or non-tensor column."""
         from tensordict import TensorDict
 
-        data = {name: _to_column(name, values) for name, values in rows.items()}
+        data = {
+            name: col if isinstance(col, torch.Tensor) else _to_column(name, split_rows(name, col, len(keys)))
+            for name, col in columns.items()
+        }
         fields = TensorDict(data, batch_size=[len(keys)])
         self.tq.kv_batch_put(keys=keys, partition_id=partition, fields=fields, tags=tags)
 

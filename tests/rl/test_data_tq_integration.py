@@ -40,6 +40,7 @@ def _scenario(store: DataPlaneClient, partition: str) -> dict[str, Any]:
     """The same puts and gets on any backend; returns everything read back."""
     lengths = [3, 1, 4, 2]
     keys = [f"{partition}{i // 2}_g{i % 2}" for i in range(4)]
+    reward = torch.tensor([0.0, 1.0, 0.5, 1.0])
     meta = store.put(
         keys,
         partition,
@@ -48,12 +49,13 @@ def _scenario(store: DataPlaneClient, partition: str) -> dict[str, Any]:
             "tokens": [torch.arange(1, n + 1) for n in lengths],
             "mask": [torch.ones(n, dtype=torch.bool) for n in lengths],
             "hidden": torch.randn(4, 2, 3, generator=torch.Generator().manual_seed(0)).bfloat16(),
-            "reward": torch.tensor([0.0, 1.0, 0.5, 1.0]),
+            "reward": reward,
             "text": ["a", "bb", "ccc", "d"],
         },
         sequence_lengths=lengths,
         tags=[{"g": i % 2} for i in range(4)],
     )
+    reward += 100.0  # the store holds a copy
     view = meta.subset([3, 0, 2])
     out = dict(store.get(view, ["input_ids", "tokens", "mask", "hidden", "reward", "text"]))
     store.put(view.slice(0, 1), columns={"logprobs": torch.full((1, 3), -1.0)})
@@ -71,6 +73,7 @@ def test_same_results_as_the_memory_backend(tq_store: DataPlaneClient) -> None:
         else:
             assert real[name] == value, name
     assert real["tokens"].tolist() == [[1, 2, 0, 0], [1, 2, 3, 0], [1, 2, 3, 4]]
+    assert real["reward"].tolist() == [1.0, 0.0, 0.5]
     tq_store.clear("parity")
 
 
