@@ -66,9 +66,11 @@ def _ratio(ranks: list[list[int]], lengths: list[int], dp: int) -> float:
 
 def balance_table(rows: int, dp: int, seeds: int) -> str:
     lines = [
-        f"Shard balance, {rows} rows, DP {dp}, {seeds} seeds: max / mean rank tokens (1.000 = perfect)",
+        f"Shard balance, {rows} rows, DP {dp}, {seeds} seeds: "
+        "max / mean rank tokens (1.000 = perfect)",
         "",
-        "| distribution | stride mean | stride worst | ours mean | ours worst | our bound (worst) | ours ms |",
+        "| distribution | stride mean | stride worst | ours mean | ours worst "
+        "| our bound (worst) | ours ms |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, draw in DISTRIBUTIONS.items():
@@ -124,35 +126,45 @@ def _measure(build: Callable[[], object]) -> tuple[int, int]:
     obj = build()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    tensors = sum(v.nbytes for v in obj.values() if isinstance(v, torch.Tensor)) if isinstance(obj, dict) else 0
+    tensors = (
+        sum(v.nbytes for v in obj.values() if isinstance(v, torch.Tensor))
+        if isinstance(obj, dict)
+        else 0
+    )
     return peak, tensors
 
 
 def memory_table(seq: int, sizes: list[int]) -> str:
     lines = [
-        f"Driver memory per batch (padded to {seq} tokens): Python heap (tracemalloc peak) + tensor storage",
+        f"Driver memory per batch (padded to {seq} tokens): "
+        "Python heap (tracemalloc peak) + tensor storage",
         "",
         "| rows | meta heap | legacy heap | legacy tensors | legacy total | legacy / meta |",
         "|---|---|---|---|---|---|",
     ]
     for rows in sizes:
         lengths = [1 + (i * 7919) % seq for i in range(rows)]
-        meta_heap, _ = _measure(lambda: _meta(rows, lengths))
-        legacy_heap, legacy_tensors = _measure(lambda: _legacy_batch(rows, seq, lengths))
+        meta_heap, _ = _measure(lambda r=rows, ls=lengths: _meta(r, ls))
+        legacy_heap, legacy_tensors = _measure(lambda r=rows, ls=lengths: _legacy_batch(r, seq, ls))
         total = legacy_heap + legacy_tensors
         lines.append(
             f"| {rows} | {meta_heap / 2**10:.0f} KiB | {legacy_heap / 2**10:.0f} KiB | "
-            f"{legacy_tensors / 2**20:.1f} MiB | {total / 2**20:.1f} MiB | {total / meta_heap:.0f}x |"
+            f"{legacy_tensors / 2**20:.1f} MiB | {total / 2**20:.1f} MiB | "
+            f"{total / meta_heap:.0f}x |"
         )
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=512)
     parser.add_argument("--dp", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--seq", type=int, default=MAX_LEN, help="padded length of the legacy columns")
+    parser.add_argument(
+        "--seq", type=int, default=MAX_LEN, help="padded length of the legacy columns"
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024, 4096])
     args = parser.parse_args()
     print(balance_table(args.rows, args.dp, args.seeds))

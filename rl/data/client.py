@@ -23,8 +23,8 @@ Column layout, the same for every backend (`split_rows` on put, `stack_rows` on 
 from __future__ import annotations
 
 import abc
-import dataclasses
 import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -54,7 +54,7 @@ class MissingDataError(KeyError):
 
 
 def check_column(name: str, column: Column, rows: int) -> Column:
-    """`column` validated to hold one value per row; tensors detached and on the CPU (no copy if already)."""
+    """`column` checked to hold one value per row; a tensor comes back detached, on the CPU."""
     if isinstance(column, torch.Tensor):
         if column.ndim == 0 or column.shape[0] != rows:
             shape = tuple(column.shape)
@@ -84,7 +84,9 @@ def stack_rows(name: str, rows: Sequence[Any]) -> Column:
         return [copy.deepcopy(r) for r in rows]
     shapes = {tuple(r.shape) for r in rows}
     dtypes = {r.dtype for r in rows}
-    assert len(dtypes) == 1, f"column {name!r} has rows of several dtypes {sorted(map(str, dtypes))}"
+    assert len(dtypes) == 1, (
+        f"column {name!r} has rows of several dtypes {sorted(map(str, dtypes))}"
+    )
     if len(shapes) == 1:
         return torch.stack(list(rows))
     tails = {s[1:] for s in shapes}
@@ -136,7 +138,7 @@ class DataPlaneClient(abc.ABC):
     def tags(self, partition: str) -> dict[str, dict[str, Any]]:
         """Stored tags per key of `partition` (those given to `put` with new keys)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (a no-op unless the backend holds resources)
         """Release this client's resources (the owner also shuts the store down)."""
 
     # --- public API -----------------------------------------------------------------------
@@ -239,7 +241,9 @@ def _build_tq(section: Mapping[str, Any]) -> DataPlaneClient:
     tq = dict(section.get("tq") or {})
     unknown = sorted(set(tq) - {"num_storage_units", "total_storage_size"})
     if unknown:
-        raise ValueError(f"data_plane.tq: unknown keys {unknown}; valid: num_storage_units, total_storage_size")
+        raise ValueError(
+            f"data_plane.tq: unknown keys {unknown}; valid: num_storage_units, total_storage_size"
+        )
     return TQStore.start(tq_conf(**tq))
 
 
@@ -262,5 +266,7 @@ def make_client(cfg: Mapping[str, Any] | Any) -> DataPlaneClient:
         cfg = dataclasses.asdict(cfg)
     backend = cfg.get("backend", "legacy")
     if backend not in BACKENDS:
-        raise ValueError(f"data_plane.backend: unknown backend {backend!r}; valid: {sorted(BACKENDS)}")
+        raise ValueError(
+            f"data_plane.backend: unknown backend {backend!r}; valid: {sorted(BACKENDS)}"
+        )
     return BACKENDS[backend](cfg)

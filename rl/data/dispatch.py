@@ -96,14 +96,20 @@ def _check_rows(self: Any, method: str, out: Any, expected: Sequence[str]) -> No
     if ok:
         detail = f"{len(got)} rows in caller order"
     else:
-        wrong = [i for i, (a, b) in enumerate(zip(got, expected)) if a != b]
+        wrong = [i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b]
         first = wrong[0] if wrong else min(len(got), len(expected))
         detail = (
             f"{len(wrong)} of {len(expected)} rows out of place (got {len(got)} rows); first at "
             f"row {first}: expected {expected[first] if first < len(expected) else None!r}, "
             f"got {got[first] if first < len(got) else None!r}"
         )
-    record = {"check": INVARIANT, "method": method, "ok": ok, "rows": len(expected), "detail": detail}
+    record = {
+        "check": INVARIANT,
+        "method": method,
+        "ok": ok,
+        "rows": len(expected),
+        "detail": detail,
+    }
     hook = getattr(self, "_record_invariant", None)
     if hook is not None:
         hook(record)
@@ -114,13 +120,17 @@ def _plan(self: Any, method: str, data: Any) -> tuple[list[KVBatchMeta], list[in
     """Shards, the caller index of each shard-concatenated row, and the caller's key order."""
     dp = self.dp_size
     if not isinstance(dp, int) or dp <= 0:
-        raise ValueError(f"dp_dispatch({method}): policy group dp_size must be a positive int, got {dp!r}")
+        raise ValueError(
+            f"dp_dispatch({method}): policy group dp_size must be a positive int, got {dp!r}"
+        )
     if isinstance(data, KVBatchMeta):
         metas = [data]
     elif isinstance(data, (list, tuple)) and data and all(isinstance(m, KVBatchMeta) for m in data):
         metas = list(data)
         if len(metas) != dp:
-            raise ValueError(f"dp_dispatch({method}): got {len(metas)} metas for dp_size={dp}; pass one per rank")
+            raise ValueError(
+                f"dp_dispatch({method}): got {len(metas)} metas for dp_size={dp}; pass one per rank"
+            )
     else:
         raise TypeError(
             f"dp_dispatch({method}): expected BatchedDataDict, KVBatchMeta or list[KVBatchMeta] "
@@ -139,7 +149,7 @@ def _plan(self: Any, method: str, data: Any) -> tuple[list[KVBatchMeta], list[in
 
 
 def dp_dispatch(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a policy-group method `method(self, data, *args, **kwargs)` (protocol: module doc)."""
+    """Decorate a policy-group method `method(self, data, *args, **kwargs)` (see the module doc)."""
     name = method.__name__
 
     @functools.wraps(method)
@@ -148,7 +158,9 @@ def dp_dispatch(method: Callable[..., Any]) -> Callable[..., Any]:
             return method(self, data, *args, **kwargs)
         shards, order, expected = _plan(self, name, data)
         raw = list(self._run_on_ranks(name, shards, *args, **kwargs))
-        assert len(raw) == len(shards), f"dp_dispatch({name}): {len(raw)} results for {len(shards)} ranks"
+        assert len(raw) == len(shards), (
+            f"dp_dispatch({name}): {len(raw)} results for {len(shards)} ranks"
+        )
         shaped = [_is_row_shaped(r) for r in raw]
         assert all(shaped) or not any(shaped), f"dp_dispatch({name}): only some ranks returned rows"
         if all(shaped):

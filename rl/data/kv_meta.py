@@ -29,7 +29,7 @@ def make_key(uid: str, generation: int) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Value equality that treats objects without a clean `==` (tensors) as equal only if identical."""
+    """Value equality; objects without a clean `==` (tensors) are equal only if identical."""
     if a is b:
         return True
     try:
@@ -67,7 +67,9 @@ class KVBatchMeta:
         fields = tuple(self.fields)
         tags = tuple({} for _ in keys) if self.tags is None else tuple(dict(t) for t in self.tags)
         if not isinstance(self.partition_id, str) or not self.partition_id:
-            raise ValueError(f"KVBatchMeta.partition_id must be a non-empty str, got {self.partition_id!r}")
+            raise ValueError(
+                f"KVBatchMeta.partition_id must be a non-empty str, got {self.partition_id!r}"
+            )
         if not all(isinstance(k, str) for k in keys):
             raise ValueError("KVBatchMeta.keys must all be str")
         if len(set(keys)) != len(keys):
@@ -141,13 +143,17 @@ class KVBatchMeta:
             raise ValueError("KVBatchMeta.concat needs at least one meta")
         partitions = sorted({m.partition_id for m in metas})
         if len(partitions) != 1:
-            raise ValueError(f"KVBatchMeta.concat: metas come from different partitions {partitions}")
+            raise ValueError(
+                f"KVBatchMeta.concat: metas come from different partitions {partitions}"
+            )
         fields = tuple(f for f in metas[0].fields if all(f in m.fields for m in metas[1:]))
         extra: dict[str, Any] = {}
         for m in metas:
             for key, value in m._batch_extra().items():
                 if key in extra and not _same(extra[key], value):
-                    raise ValueError(f"KVBatchMeta.concat: extra_info[{key!r}] differs between metas")
+                    raise ValueError(
+                        f"KVBatchMeta.concat: extra_info[{key!r}] differs between metas"
+                    )
                 extra.setdefault(key, value)
         return KVBatchMeta(
             partition_id=partitions[0],

@@ -49,7 +49,9 @@ class MemoryStore(DataPlaneClient):
         with self._lock:
             part = self._data.get(partition)
             if part is None:
-                raise MissingDataError(f"partition {partition!r} not stored (reading {len(keys)} keys)")
+                raise MissingDataError(
+                    f"partition {partition!r} not stored (reading {len(keys)} keys)"
+                )
             absent = [k for k in keys if k not in part]
             if absent:
                 raise MissingDataError(missing_message(partition, "keys", absent, len(keys)))

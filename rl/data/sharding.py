@@ -50,7 +50,7 @@ def _round_greedy(lengths: Sequence[int], dp: int) -> list[list[int]]:
     loads = [0] * dp
     for start in range(0, len(order), dp):
         lightest_first = sorted(range(dp), key=lambda r: (loads[r], r))
-        for rank, row in zip(lightest_first, order[start : start + dp]):
+        for rank, row in zip(lightest_first, order[start : start + dp], strict=True):
             ranks[rank].append(row)
             loads[rank] += lengths[row]
     return ranks
@@ -111,7 +111,9 @@ def _quality(ranks: list[list[int]], lengths: Sequence[int]) -> tuple[int, int]:
     return max(loads), max(loads) - min(loads)
 
 
-def assign_balanced(lengths: Sequence[int], dp: int, *, max_swaps: int | None = None) -> list[list[int]]:
+def assign_balanced(
+    lengths: Sequence[int], dp: int, *, max_swaps: int | None = None
+) -> list[list[int]]:
     """Row indices per rank (each list ascending), `len(lengths) // dp` rows each.
 
     Args:

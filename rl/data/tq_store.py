@@ -51,7 +51,7 @@ def tq_conf(*, num_storage_units: int = 1, total_storage_size: int | None = None
 
 
 def _to_column(name: str, rows: list[Any]) -> Any:
-    """Row values -> one TensorDict entry: stacked tensor, jagged nested tensor or NonTensorStack."""
+    """Row values -> one TensorDict entry: stacked, jagged nested, or a NonTensorStack."""
     from tensordict.tensorclass import NonTensorStack
 
     if not all(isinstance(r, torch.Tensor) for r in rows):
@@ -141,7 +141,9 @@ class TQStore(DataPlaneClient):
         from tensordict import TensorDict
 
         data = {
-            name: col if isinstance(col, torch.Tensor) else _to_column(name, split_rows(name, col, len(keys)))
+            name: col
+            if isinstance(col, torch.Tensor)
+            else _to_column(name, split_rows(name, col, len(keys)))
             for name, col in columns.items()
         }
         fields = TensorDict(data, batch_size=[len(keys)])
@@ -175,7 +177,9 @@ class TQStore(DataPlaneClient):
                     f"partition {partition!r}: field {name!r} not stored for some of the "
                     f"{len(keys)} requested keys"
                 ) from cause
-        raise AssertionError(f"TransferQueue read of {fields} failed with all keys and fields present") from cause
+        raise AssertionError(
+            f"TransferQueue read of {fields} failed with all keys and fields present"
+        ) from cause
 
     def _delete(self, partition: str, keys: list[str] | None) -> None:
         if keys is None:

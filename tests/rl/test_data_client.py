@@ -1,4 +1,4 @@
-"""The DataPlaneClient contract on the in-memory backend (the TQ backend: test_data_tq_integration)."""
+"""The DataPlaneClient contract on the in-memory backend (TQ: test_data_tq_integration.py)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,11 @@ def test_put_on_a_meta_adds_fields_and_keeps_others(store: MemoryStore) -> None:
 
 def test_variable_length_rows_are_right_padded_with_zero(store: MemoryStore) -> None:
     rows = [torch.tensor([1, 2, 3]), torch.tensor([4]), torch.tensor([5, 6])]
-    masks = [torch.ones(3, dtype=torch.bool), torch.ones(1, dtype=torch.bool), torch.ones(2, dtype=torch.bool)]
+    masks = [
+        torch.ones(3, dtype=torch.bool),
+        torch.ones(1, dtype=torch.bool),
+        torch.ones(2, dtype=torch.bool),
+    ]
     meta = store.put(["a", "b", "c"], "p", {"tok": rows, "m": masks}, sequence_lengths=[3, 1, 2])
     got = store.get(meta.subset([1, 2]), ["tok", "m"])
     assert got["tok"].tolist() == [[4, 0], [5, 6]]  # padded to the longest row read
@@ -62,7 +66,12 @@ def test_variable_length_rows_are_right_padded_with_zero(store: MemoryStore) -> 
 
 
 def test_non_tensor_columns_come_back_as_lists(store: MemoryStore) -> None:
-    meta = store.put(["a", "b"], "p", {"text": ["x", "yy"], "info": [{"k": 1}, {"k": 2}]}, sequence_lengths=[1, 2])
+    meta = store.put(
+        ["a", "b"],
+        "p",
+        {"text": ["x", "yy"], "info": [{"k": 1}, {"k": 2}]},
+        sequence_lengths=[1, 2],
+    )
     got = store.get(meta.subset([1, 0]), ["text", "info"])
     assert got == {"text": ["yy", "x"], "info": [{"k": 2}, {"k": 1}]}
 
@@ -134,7 +143,10 @@ def test_memory_store_refuses_to_travel_and_closes(store: MemoryStore) -> None:
 def test_make_client_from_recipe_section() -> None:
     assert isinstance(make_client({"backend": "legacy"}), MemoryStore)
     assert isinstance(make_client({"backend": "memory"}), MemoryStore)
-    with pytest.raises(ValueError, match=r"data_plane.backend: unknown backend 'redis'; valid: \['legacy', 'memory', 'tq'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"data_plane.backend: unknown backend 'redis'; valid: \['legacy', 'memory', 'tq'\]",
+    ):
         make_client({"backend": "redis"})
 
 
@@ -144,7 +156,9 @@ def test_make_client_tq_rejects_unknown_keys_before_starting() -> None:
 
 
 def test_stack_rows_rules() -> None:
-    assert torch.equal(stack_rows("x", [torch.tensor(1.0), torch.tensor(2.0)]), torch.tensor([1.0, 2.0]))
+    assert torch.equal(
+        stack_rows("x", [torch.tensor(1.0), torch.tensor(2.0)]), torch.tensor([1.0, 2.0])
+    )
     padded = stack_rows("x", [torch.ones(1, 2), torch.ones(3, 2)])
     assert padded.shape == (2, 3, 2) and padded[0, 1:].abs().sum() == 0
     with pytest.raises(AssertionError, match="only dim 0 may differ"):

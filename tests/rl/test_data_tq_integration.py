@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 import torch
 
-from rl.data import BatchedDataDict, DataPlaneClient, KVBatchMeta, MemoryStore, MissingDataError, dp_dispatch, make_client
+from rl.data import (
+    BatchedDataDict,
+    DataPlaneClient,
+    KVBatchMeta,
+    MemoryStore,
+    MissingDataError,
+    dp_dispatch,
+    make_client,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +101,13 @@ def test_missing_keys_and_fields_are_named_not_dropped(tq_store: DataPlaneClient
 
 
 def test_clear_partitions_and_tags(tq_store: DataPlaneClient) -> None:
-    tq_store.put(["c0", "c1", "c2"], "clr", {"x": torch.ones(3)}, sequence_lengths=[1, 1, 1], tags=[{"t": i} for i in range(3)])
+    tq_store.put(
+        ["c0", "c1", "c2"],
+        "clr",
+        {"x": torch.ones(3)},
+        sequence_lengths=[1, 1, 1],
+        tags=[{"t": i} for i in range(3)],
+    )
     assert tq_store.partitions().get("clr") == 3
     assert tq_store.tags("clr")["c1"] == {"t": 1}
     tq_store.clear("clr", ["c0"])
@@ -111,7 +125,14 @@ class PolicyWorker:
 
     def get_logprobs(self, shard: KVBatchMeta) -> KVBatchMeta:
         ids = self.store.get(shard, ["tokens"])["tokens"]
-        return self.store.put(shard, columns={"logprobs": [ids[i, :n].float() * -0.1 for i, n in enumerate(shard.sequence_lengths)]})
+        return self.store.put(
+            shard,
+            columns={
+                "logprobs": [
+                    ids[i, :n].float() * -0.1 for i, n in enumerate(shard.sequence_lengths)
+                ]
+            },
+        )
 
     def close(self) -> None:
         self.store.close()  # must not shut the shared system down
@@ -124,7 +145,9 @@ class ActorPolicyGroup:
         self.records: list[dict] = []
 
     def _run_on_ranks(self, method: str, inputs: list[KVBatchMeta]) -> list[Any]:
-        return ray.get([getattr(w, method).remote(x) for w, x in zip(self.workers, inputs)])
+        return ray.get(
+            [getattr(w, method).remote(x) for w, x in zip(self.workers, inputs, strict=True)]
+        )
 
     def _record_invariant(self, record: dict) -> None:
         self.records.append(record)
@@ -138,7 +161,12 @@ def test_workers_put_and_get_their_own_columns_through_dispatch(tq_store: DataPl
     assert pickle.loads(pickle.dumps(tq_store))._owner is False  # type: ignore[attr-defined]
     lengths = [5, 1, 7, 2, 3, 6]
     keys = [f"w{i // 3}_g{i % 3}" for i in range(6)]
-    meta = tq_store.put(keys, "rollout", {"tokens": [torch.arange(1, n + 1) for n in lengths]}, sequence_lengths=lengths)
+    meta = tq_store.put(
+        keys,
+        "rollout",
+        {"tokens": [torch.arange(1, n + 1) for n in lengths]},
+        sequence_lengths=lengths,
+    )
     caller = meta.subset([4, 2, 0, 5, 1, 3])
     group = ActorPolicyGroup(tq_store, 2)
     out = group.get_logprobs(caller)

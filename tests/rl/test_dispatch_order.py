@@ -10,12 +10,25 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import rl.data.dispatch as dispatch_mod
-from rl.data import BatchedDataDict, KVBatchMeta, MemoryStore, dp_dispatch, flops_post_train, shard_keys_by_seqlen
+from rl.data import (
+    BatchedDataDict,
+    KVBatchMeta,
+    MemoryStore,
+    dp_dispatch,
+    flops_post_train,
+    shard_keys_by_seqlen,
+)
 from rl.data.sharding import ORIGINAL_INDICES
 from rl.models import flops
 
 FLOPS_CFG = flops.FlopsConfig(
-    num_layers=2, hidden_size=64, q_dim=64, kv_dim=32, ffn_dim=128, vocab_size=97, num_full_attention_layers=1
+    num_layers=2,
+    hidden_size=64,
+    q_dim=64,
+    kv_dim=32,
+    ffn_dim=128,
+    vocab_size=97,
+    num_full_attention_layers=1,
 )
 
 
@@ -47,16 +60,23 @@ class FakePolicyGroup:
         self.post_calls: list[tuple] = []
         self.rank_inputs: list[KVBatchMeta] = []
 
-    def _run_on_ranks(self, method: str, per_rank_inputs: list[KVBatchMeta], *args: Any, **kw: Any) -> list:
+    def _run_on_ranks(
+        self, method: str, per_rank_inputs: list[KVBatchMeta], *args: Any, **kw: Any
+    ) -> list:
         self.rank_inputs = list(per_rank_inputs)
-        return [getattr(w, method)(x, *args, **kw) for w, x in zip(self.workers, per_rank_inputs)]
+        return [
+            getattr(w, method)(x, *args, **kw)
+            for w, x in zip(self.workers, per_rank_inputs, strict=True)
+        ]
 
     def _record_invariant(self, record: dict) -> None:
         self.records.append(record)
 
     @dp_dispatch
     def get_logprobs(self, batch: BatchedDataDict) -> BatchedDataDict:
-        return BatchedDataDict({"logprobs": batch["input_ids"].float() * 0.5, "legacy": [True] * batch.size})
+        return BatchedDataDict(
+            {"logprobs": batch["input_ids"].float() * 0.5, "legacy": [True] * batch.size}
+        )
 
     @dp_dispatch
     def train(self, batch: BatchedDataDict) -> dict[str, Any]:
@@ -112,8 +132,13 @@ def test_rows_come_back_in_caller_order(case: tuple, returns: str) -> None:
         got = out["logprobs"]
     assert torch.equal(got, expected)
     assert group.records == [
-        {"check": "dispatch_row_order", "method": "get_logprobs", "ok": True, "rows": len(lengths),
-         "detail": f"{len(lengths)} rows in caller order"}
+        {
+            "check": "dispatch_row_order",
+            "method": "get_logprobs",
+            "ok": True,
+            "rows": len(lengths),
+            "detail": f"{len(lengths)} rows in caller order",
+        }
     ]
 
 
@@ -136,7 +161,9 @@ def test_planted_inverse_permutation_bug_is_caught(case: tuple) -> None:
     lengths, dp, order = case
     store = MemoryStore()
     meta = _rollout(store, lengths, order)
-    shard_order = [i for s in shard_keys_by_seqlen(meta, dp) for i in s.extra_info[ORIGINAL_INDICES]]
+    shard_order = [
+        i for s in shard_keys_by_seqlen(meta, dp) for i in s.extra_info[ORIGINAL_INDICES]
+    ]
     assume(any(shard_order[shard_order[i]] != i for i in range(len(shard_order))))
     group = FakePolicyGroup(dp, store)
     real = dispatch_mod.caller_order_gather
@@ -147,7 +174,10 @@ def test_planted_inverse_permutation_bug_is_caught(case: tuple) -> None:
     finally:
         dispatch_mod.caller_order_gather = real
     assert len(group.records) == 1 and group.records[0]["ok"] is False
-    assert group.records[0]["method"] == "get_logprobs" and "out of place" in group.records[0]["detail"]
+    assert (
+        group.records[0]["method"] == "get_logprobs"
+        and "out of place" in group.records[0]["detail"]
+    )
 
 
 def test_worker_returning_the_wrong_rows_is_caught() -> None:
@@ -155,7 +185,10 @@ def test_worker_returning_the_wrong_rows_is_caught() -> None:
     meta = _rollout(store, [3, 4, 5, 6], [0, 1, 2, 3])
     group = FakePolicyGroup(2, store)
     honest = group.workers[1].get_logprobs
-    group.workers[1].get_logprobs = lambda shard: {**honest(shard), "keys": list(reversed(shard.keys))}  # type: ignore[method-assign]
+    group.workers[1].get_logprobs = lambda shard: {
+        **honest(shard),
+        "keys": list(reversed(shard.keys)),
+    }  # type: ignore[method-assign]
     with pytest.raises(AssertionError, match="dp_dispatch\\(get_logprobs\\)"):
         group.get_logprobs(meta)
     assert group.records[-1]["ok"] is False
@@ -168,7 +201,9 @@ def test_flops_post_hook_equals_the_legacy_computation(case: tuple) -> None:
     store = MemoryStore()
     meta = _rollout(store, lengths, order)
     group = FakePolicyGroup(dp, store)
-    legacy = group.train(BatchedDataDict({"input_lengths": torch.tensor(list(meta.sequence_lengths))}))
+    legacy = group.train(
+        BatchedDataDict({"input_lengths": torch.tensor(list(meta.sequence_lengths))})
+    )
     tq = group.train(meta)
     for name in ("total_flops", "num_ranks", "theoretical_tflops"):
         assert tq[name] == legacy[name], name
@@ -184,7 +219,9 @@ def test_legacy_batch_passes_through_untouched() -> None:
     group._run_on_ranks = None  # type: ignore[assignment]  # must not be used
     batch = BatchedDataDict({"input_ids": torch.tensor([[1, 2], [3, 0], [5, 6]])})
     out = group.get_logprobs(batch)
-    assert out["legacy"] == [True] * 3 and torch.equal(out["logprobs"], batch["input_ids"].float() * 0.5)
+    assert out["legacy"] == [True] * 3 and torch.equal(
+        out["logprobs"], batch["input_ids"].float() * 0.5
+    )
     assert group.records == []
 
 
@@ -212,7 +249,10 @@ def test_flops_from_driver_chosen_shards_use_rank_order() -> None:
 def test_rows_not_divisible_by_dp_is_a_clear_assertion() -> None:
     store = MemoryStore()
     meta = _rollout(store, [1, 2, 3], [0, 1, 2])
-    with pytest.raises(AssertionError, match=r"dp_dispatch\(get_logprobs\): 3 rows do not split evenly over dp_size=2"):
+    with pytest.raises(
+        AssertionError,
+        match=r"dp_dispatch\(get_logprobs\): 3 rows do not split evenly over dp_size=2",
+    ):
         FakePolicyGroup(2, store).get_logprobs(meta)
 
 

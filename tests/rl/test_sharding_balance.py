@@ -7,11 +7,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rl.data import KVBatchMeta, shard_keys_by_seqlen
-from rl.data.sharding import _refine, _round_greedy, assign_balanced, assign_stride, round_spread_bound
+from rl.data.sharding import (
+    _refine,
+    _round_greedy,
+    assign_balanced,
+    assign_stride,
+    round_spread_bound,
+)
 
 
 def _meta(lengths: list[int]) -> KVBatchMeta:
-    return KVBatchMeta(partition_id="p", keys=[f"k{i}" for i in range(len(lengths))], sequence_lengths=lengths)
+    return KVBatchMeta(
+        partition_id="p", keys=[f"k{i}" for i in range(len(lengths))], sequence_lengths=lengths
+    )
 
 
 def _loads(ranks: list[list[int]], lengths: list[int]) -> list[int]:
@@ -45,7 +53,9 @@ def test_shards_partition_rows_equally_and_record_indices(batch: tuple[list[int]
 
 @settings(max_examples=150, deadline=None)
 @given(batches())
-def test_balance_within_the_stated_bound_and_no_worse_than_stride(batch: tuple[list[int], int]) -> None:
+def test_balance_within_the_stated_bound_and_no_worse_than_stride(
+    batch: tuple[list[int], int],
+) -> None:
     lengths, dp = batch
     ours = _loads(assign_balanced(lengths, dp), lengths)
     stride = _loads(assign_stride(lengths, dp), lengths)
@@ -70,13 +80,18 @@ def test_deterministic(batch: tuple[list[int], int]) -> None:
 
 def test_strictly_better_than_stride_on_a_skewed_batch() -> None:
     lengths = [100, 90, 80, 70, 60, 50, 40, 30]  # stride gives rank 0 the largest of each round
-    ours, stride = _loads(assign_balanced(lengths, 2), lengths), _loads(assign_stride(lengths, 2), lengths)
+    ours, stride = (
+        _loads(assign_balanced(lengths, 2), lengths),
+        _loads(assign_stride(lengths, 2), lengths),
+    )
     assert stride == [280, 240]
     assert ours == [260, 260]
 
 
 def test_row_count_not_divisible_is_a_clear_assertion() -> None:
-    with pytest.raises(AssertionError, match=r"5 rows cannot be split evenly over dp=2 ranks \(5 % 2 = 1\)"):
+    with pytest.raises(
+        AssertionError, match=r"5 rows cannot be split evenly over dp=2 ranks \(5 % 2 = 1\)"
+    ):
         shard_keys_by_seqlen(_meta([1, 2, 3, 4, 5]), 2)
     with pytest.raises(ValueError, match="dp must be positive"):
         shard_keys_by_seqlen(_meta([1, 2]), 0)
