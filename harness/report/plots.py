@@ -51,8 +51,7 @@ def draw_metric(
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    steps = sorted(series)
-    values = [_as_float(series[s]) for s in steps]
+    steps, values = envelope(sorted(series), [_as_float(series[s]) for s in sorted(series)])
     fig = Figure(figsize=(6.4, 3.6), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -64,9 +63,29 @@ def draw_metric(
     ax.set_xlabel("step")
     ax.set_ylabel(name)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
+    ax.legend(loc="upper left", fontsize="small")  # "best" scans every point: slow on long runs
     fig.tight_layout()
     return write_atomic(Path(path), lambda f: fig.savefig(f, format="png"))
+
+
+MAX_POINTS = 2000
+
+
+def envelope(steps: list[int], values: list[float], max_points: int = MAX_POINTS) -> tuple[list[int], list[float]]:
+    """At most ~max_points points: each bucket keeps its min and max, so no spike is hidden."""
+    if len(steps) <= max_points:
+        return steps, values
+    bucket = -(-2 * len(steps) // max_points)
+    out_steps, out_values = [], []
+    for start in range(0, len(steps), bucket):
+        chunk = range(start, min(start + bucket, len(steps)))
+        finite = [i for i in chunk if not math.isnan(values[i])] or list(chunk)
+        lo = min(finite, key=values.__getitem__)
+        hi = max(finite, key=values.__getitem__)
+        for i in sorted({lo, hi}):
+            out_steps.append(steps[i])
+            out_values.append(values[i])
+    return out_steps, out_values
 
 
 def _as_float(value: float) -> float:
