@@ -154,6 +154,9 @@ def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: tor
         apply_rope_fusion=False,
         persist_layer_norm=False,
         attention_softmax_in_fp32=True,
+        # Our loss is each rank's share of the GLOBAL token mean, so DP gradients are summed,
+        # not averaged (this sets megatron DDP's gradient scaling factor to 1).
+        calculate_per_token_loss=True,
     )
     if moe:
         fields.update(

@@ -16,6 +16,11 @@ What is patched, and why:
 * `torch.cuda.Stream/Event/current_stream/stream` become no-op stand-ins (megatron DDP's
   communication stream, the alltoall MoE dispatcher).
 * `torch.distributed.all_to_all_single` turns numpy split sizes into lists (gloo refuses arrays).
+* The optimizer, grad-clipping and grad-buffer modules create small tensors with a hard-coded
+  `device="cuda"`; in those modules (only) `torch` is replaced by a proxy whose tensor factories
+  map "cuda" to "cpu", so grad norms and the distributed optimizer work unchanged.
+* `clip_grad_by_total_norm_fp32` asserts CUDA grads; the optimizer module gets a CPU version
+  with the same rule (scale by max_norm / (total_norm + 1e-6) when that is below 1).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ def apply() -> None:
     if on_cpu():
         _cpu_cuda_api()
         _gloo_all_to_all_lists()
+        _cpu_tensor_factories()
     _applied = True
 
 
@@ -129,3 +135,54 @@ def _gloo_all_to_all_lists() -> None:
 
     all_to_all_single._rl_shim = True  # type: ignore[attr-defined]
     dist.all_to_all_single = all_to_all_single
+
+
+_CUDA_DEFAULT_MODULES = (
+    "megatron.core.optimizer.clip_grads",
+    "megatron.core.optimizer.optimizer",
+    "megatron.core.optimizer.distrib_optimizer",
+    "megatron.core.distributed.param_and_grad_buffer",
+    "megatron.core.transformer.utils",
+    "megatron.core.utils",  # local_multi_tensor_l2_norm (no apex/TE)
+)
+_FACTORIES = ("tensor", "zeros", "ones", "empty", "full", "arange")
+
+
+class _CpuTorch(types.ModuleType):
+    """`torch`, except that tensor factories asked for device "cuda" build on CPU."""
+
+    def __init__(self) -> None:
+        super().__init__("torch")
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(torch, name)
+        if name not in _FACTORIES:
+            return attr
+
+        def factory(*args: Any, **kwargs: Any) -> Any:
+            if str(kwargs.get("device", "")).startswith("cuda"):
+                kwargs["device"] = "cpu"
+            return attr(*args, **kwargs)
+
+        return factory
+
+
+def _cpu_tensor_factories() -> None:
+    proxy = _CpuTorch()
+    for name in _CUDA_DEFAULT_MODULES:
+        module = importlib.import_module(name)
+        module.torch = proxy  # type: ignore[attr-defined]
+    importlib.import_module("megatron.core.optimizer.optimizer").clip_grad_by_total_norm_fp32 = _clip_on_cpu
+
+
+def _clip_on_cpu(parameters: Any, max_norm: float, total_norm: float, use_decoupled_grad: bool = False) -> None:
+    attr = "decoupled_grad" if use_decoupled_grad else "grad"
+    grads = [getattr(p, attr) for p in parameters if getattr(p, attr, None) is not None]
+    coeff = max_norm / (total_norm + 1.0e-6)
+    if isinstance(coeff, torch.Tensor):
+        coeff = coeff.clamp_max(1.0)
+    elif coeff >= 1.0:
+        return
+    with torch.no_grad():
+        for g in grads:
+            g.mul_(coeff)

@@ -1,0 +1,277 @@
+"""The megatron-core training backend: GPTModel with TP/EP/SP, megatron DDP and optimizer.
+
+Same interface as `rl.backends.torch.TorchBackend` plus `parallel` (the recipe's
+`policy.parallel`), `precision` and `distributed_optimizer`. Weights come in and go out in Hugging
+Face format (`rl.backends.megatron_convert`), so the HF generation model is refit from
+`state_dict()` exactly as with the torch backend.
+
+Rows and ranks: every rank of one tensor-parallel group must get the SAME rows (they compute
+one forward together); ranks of different data-parallel groups get different rows. With TP=1 and
+EP>1 every rank is a data-parallel rank (experts exchange tokens inside the forward). Metrics
+are summable over DP ranks: read them from ranks where `reports_metrics` is true (TP rank 0).
+`state_dict()` and `optimizer_state()` are collectives: every rank must call them.
+
+Pipeline and context parallelism (pp, cp > 1) are refused with a ValueError naming the field.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import socket
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from rl.backends import megatron_shims, register
+
+megatron_shims.apply()
+
+from megatron.core import parallel_state as ps  # noqa: E402
+from megatron.core import tensor_parallel  # noqa: E402
+from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig  # noqa: E402
+from megatron.core.distributed import finalize_model_grads  # noqa: E402
+from megatron.core.models.gpt import GPTModel  # noqa: E402
+from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer  # noqa: E402
+from megatron.core.transformer.module import Float16Module  # noqa: E402
+from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker  # noqa: E402
+
+from rl.algorithms.loss import LossConfig, clipped_pg_loss  # noqa: E402
+from rl.backends import megatron_config as mcfg  # noqa: E402
+from rl.backends import megatron_convert as conv  # noqa: E402
+from rl.backends.torch import TRAIN_FIELDS, micro_batches  # noqa: E402
+from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
+
+__all__ = ["MegatronBackend", "hf_config_of"]
+
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def hf_config_of(model_cfg: dict, vocab_size: int):
+    """The HF text config the recipe describes (from `path` when set, else the tiny defaults + overrides)."""
+    family = model_cfg.get("family")
+    if family not in FAMILIES:
+        raise ValueError(f"model.family: megatron backend knows {sorted(FAMILIES)}, got {family!r}")
+    overrides = dict(model_cfg.get("config") or {})
+    if model_cfg.get("path"):
+        return FAMILIES[family][0].from_pretrained(model_cfg["path"], local_files_only=True, **overrides)
+    return make_config(family, overrides, vocab_size=vocab_size)
+
+
+def _ensure_process_group() -> None:
+    """A one-rank group when the caller made none (megatron needs torch.distributed)."""
+    if dist.is_initialized():
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    backend = "gloo" if megatron_shims.on_cpu() else "nccl"
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=120))
+
+
+def _init_parallel(parallel: mcfg.ParallelConfig, seed: int) -> None:
+    if parallel.cp != 1:
+        raise ValueError("policy.parallel.cp: context parallelism is not implemented in the megatron backend")
+    if ps.model_parallel_is_initialized():
+        have = (ps.get_tensor_model_parallel_world_size(), ps.get_expert_model_parallel_world_size())
+        assert have == (parallel.tp, parallel.ep), f"model parallel already initialised as (tp, ep)={have}"
+    else:
+        world = dist.get_world_size()
+        if world % (parallel.tp * parallel.pp * parallel.cp) or world % (parallel.ep * parallel.etp):
+            raise ValueError(f"policy.parallel: world size {world} is not divisible by tp*pp*cp and ep*etp")
+        ps.initialize_model_parallel(
+            tensor_model_parallel_size=parallel.tp, pipeline_model_parallel_size=parallel.pp,
+            context_parallel_size=parallel.cp, expert_model_parallel_size=parallel.ep,
+            expert_tensor_parallel_size=parallel.etp)
+    tensor_parallel.model_parallel_cuda_manual_seed(seed, inference_rng_tracker=megatron_shims.on_cpu())
+
+
+@register("megatron")
+class MegatronBackend:
+    """Policy + reference + megatron optimizer on one rank of a TP x EP x DP grid.
+
+    Args (beyond TorchBackend's):
+        parallel: `policy.parallel` (tp, pp, cp, ep, etp, sp); dp is world / (tp*pp*cp).
+        precision: "fp32" or "bf16" (bf16 params through megatron's Float16Module, fp32 main
+            weights in the optimizer).
+        distributed_optimizer: shard optimizer state over the data-parallel group.
+    """
+
+    def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: dict, micro_batch_size: int,
+                 weights: dict[str, torch.Tensor], seed: int, parallel: dict | None = None,
+                 precision: str = "fp32", distributed_optimizer: bool = False) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"policy.precision: {precision!r} is not one of {sorted(PRECISIONS)}")
+        if distributed_optimizer and megatron_shims.on_cpu():
+            raise ValueError("policy.distributed_optimizer: megatron-core's DistributedOptimizer "
+                             "accepts CUDA tensors only; set it false for CPU runs")
+        self.parallel = mcfg.ParallelConfig.from_dict(parallel)
+        _ensure_process_group()
+        _init_parallel(self.parallel, seed)
+        self.hf_config = hf_config_of(model_cfg, vocab_size)
+        self.config = mcfg.transformer_config(self.hf_config, parallel=self.parallel,
+                                              params_dtype=PRECISIONS[precision])
+        self.micro_batch_size = micro_batch_size
+        self.rank = conv.ShardRank(
+            tp_rank=ps.get_tensor_model_parallel_rank(), tp_size=self.parallel.tp,
+            ep_rank=ps.get_expert_model_parallel_rank(), ep_size=self.parallel.ep,
+            etp_rank=ps.get_expert_tensor_parallel_rank(), etp_size=self.parallel.etp)
+        self.num_experts = int(getattr(self.hf_config, "num_experts", 0) or 0)
+        full = conv.hf_to_mcore(weights, self.hf_config)
+        self.gpt = self._build(full)
+        self.reference_gpt = self._build(full).requires_grad_(False)
+        self.model = self._wrap(self.gpt)
+        self.reference = self._wrap(self.reference_gpt).eval()
+        ddp_config = DistributedDataParallelConfig(
+            grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=distributed_optimizer)
+        self.ddp = DistributedDataParallel(config=self.config, ddp_config=ddp_config, module=self.model)
+        self.optimizer = get_megatron_optimizer(OptimizerConfig(
+            optimizer="adam", lr=optimizer_cfg["lr"], weight_decay=optimizer_cfg["weight_decay"],
+            adam_beta1=optimizer_cfg["betas"][0], adam_beta2=optimizer_cfg["betas"][1],
+            adam_eps=optimizer_cfg["eps"], clip_grad=float(optimizer_cfg.get("grad_clip") or 0.0),
+            bf16=precision == "bf16", params_dtype=PRECISIONS[precision],
+            use_distributed_optimizer=distributed_optimizer), [self.ddp])
+
+    # --- construction --------------------------------------------------------------------------
+
+    def _build(self, full: dict[str, torch.Tensor]) -> GPTModel:
+        model = GPTModel(config=self.config, transformer_layer_spec=mcfg.block_spec(self.config),
+                         vocab_size=self.hf_config.vocab_size, pre_process=True, post_process=True,
+                         share_embeddings_and_output_weights=bool(self.hf_config.tie_word_embeddings),
+                         **mcfg.rope_kwargs(self.hf_config))
+        local = conv.shard(full, rank=self.rank, num_experts=self.num_experts)
+        result = model.load_state_dict(local, strict=False)
+        missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
+        assert not missing and not result.unexpected_keys, (missing, result.unexpected_keys)
+        if not megatron_shims.on_cpu():
+            model.cuda(torch.cuda.current_device())
+        return model
+
+    def _wrap(self, model: GPTModel) -> torch.nn.Module:
+        return Float16Module(self.config, model) if self.config.bf16 else model
+
+    # --- topology (for the worker) -------------------------------------------------------------
+
+    @property
+    def dp_rank(self) -> int:
+        return ps.get_data_parallel_rank()
+
+    @property
+    def dp_size(self) -> int:
+        return ps.get_data_parallel_world_size()
+
+    @property
+    def reports_metrics(self) -> bool:
+        """True on one rank per data-parallel replica (TP rank 0); sum metrics over those."""
+        return self.rank.tp_rank == 0
+
+    # --- log-probs -----------------------------------------------------------------------------
+
+    def _device(self) -> torch.device:
+        return torch.device("cpu") if megatron_shims.on_cpu() else torch.device("cuda", torch.cuda.current_device())
+
+    def _forward_logprobs(self, model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """[B, T] fp32 log-probs, out[:, 0] = 0, 0 on padding (the HF `token_logprobs` contract)."""
+        rows, length = ids.shape
+        pad = (-length) % self.parallel.tp if self.parallel.sp else 0
+        dev = self._device()
+        ids_d = torch.nn.functional.pad(ids, (0, pad)).to(dev)
+        total = length + pad
+        causal = torch.triu(torch.ones(total, total, dtype=torch.bool, device=dev), diagonal=1)[None, None]
+        positions = torch.arange(total, device=dev).expand(rows, -1)
+        logits = model(input_ids=ids_d, position_ids=positions, attention_mask=causal)
+        logits = logits[:, : length - 1].float()
+        lp = -tensor_parallel.vocab_parallel_cross_entropy(logits.contiguous(), ids_d[:, 1:length])
+        lp = lp.cpu() * mask[:, 1:].to(torch.float32)
+        return torch.cat([lp.new_zeros(rows, 1), lp], dim=1)
+
+    @torch.no_grad()
+    def logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
+                 reference: bool = False) -> torch.Tensor:
+        """[B, T] token log-probs under the policy (or the frozen reference)."""
+        model = self.reference if reference else self.model
+        if input_ids.shape[0] == 0:
+            return torch.zeros(input_ids.shape, dtype=torch.float32)
+        model.eval()
+        outs = []
+        for mb, real in micro_batches({"ids": input_ids, "mask": attention_mask}, self.micro_batch_size):
+            outs.append(self._forward_logprobs(model, mb["ids"], mb["mask"])[:real])
+        return torch.cat(outs)
+
+    # --- training ------------------------------------------------------------------------------
+
+    def train_step(self, batch: dict[str, torch.Tensor], *, num_tokens: int,
+                   loss_cfg: LossConfig) -> dict[str, float]:
+        """One optimizer step over this rank's rows; metrics are this DP replica's share (summable)."""
+        missing = [f for f in TRAIN_FIELDS if f not in batch]
+        assert not missing, f"train batch lacks {missing}"
+        self.model.train()
+        self.ddp.zero_grad_buffer()
+        self.optimizer.zero_grad()
+        totals: dict[str, float] = {}
+        if batch["input_ids"].shape[0]:
+            for mb, real in micro_batches({k: batch[k] for k in TRAIN_FIELDS}, self.micro_batch_size):
+                mb["sample_mask"] = mb["sample_mask"].clone()
+                mb["sample_mask"][real:] = 0  # padding rows carry no loss and no metric
+                curr = self._forward_logprobs(self.ddp, mb["input_ids"], mb["attention_mask"])
+                loss, metrics = clipped_pg_loss(
+                    curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"],
+                    gen_logprobs=mb["gen_logprobs"], ref_logprobs=mb["ref_logprobs"],
+                    advantages=mb["advantages"], token_mask=mb["response_mask"],
+                    sample_mask=mb["sample_mask"], cfg=loss_cfg, num_tokens=num_tokens)
+                loss.backward()
+                for key, value in metrics.items():
+                    totals[key] = totals.get(key, 0.0) + float(value)
+        finalize_model_grads([self.ddp])
+        _, grad_norm, _ = self.optimizer.step()
+        clear_aux_losses_tracker()
+        totals["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
+        return totals
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def _hf_weights(self, model: GPTModel) -> dict[str, torch.Tensor]:
+        local = {k: v.detach().float().cpu() for k, v in model.named_parameters()}
+        local = {k: v.to(self._device()) for k, v in local.items()}  # NCCL gathers on the device
+        full = conv.gather_full(local, rank=self.rank, num_experts=self.num_experts,
+                                tp_group=ps.get_tensor_model_parallel_group(),
+                                ep_group=ps.get_expert_model_parallel_group(),
+                                etp_group=ps.get_expert_tensor_parallel_group())
+        return {k: v.cpu() for k, v in conv.mcore_to_hf(full, self.hf_config).items()}
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """HF-format policy weights (fp32), for refit and checkpoints. A collective."""
+        return self._hf_weights(self.gpt)
+
+    def reference_state_dict(self) -> dict[str, torch.Tensor]:
+        return self._hf_weights(self.reference_gpt)
+
+    def optimizer_state(self) -> dict[str, Any]:
+        """This rank's optimizer state; reload it under the same parallel layout."""
+        state = {"optimizer": copy.deepcopy(self.optimizer.state_dict())}
+        if self.ddp.ddp_config.use_distributed_optimizer:
+            state["param_state"] = [o.get_parameter_state_dp_reshardable() for o in self._chained()]
+        return state
+
+    def _chained(self) -> list:
+        return list(getattr(self.optimizer, "chained_optimizers", [self.optimizer]))
+
+    def load_state(self, *, policy: dict[str, torch.Tensor], optimizer: dict[str, Any],
+                   reference: dict[str, torch.Tensor] | None = None) -> None:
+        self._load_hf(self.gpt, policy)
+        if reference is not None:
+            self._load_hf(self.reference_gpt, reference)
+        self.optimizer.load_state_dict(optimizer["optimizer"])
+        for opt, param_state in zip(self._chained(), optimizer.get("param_state", [])):
+            opt.load_parameter_state_from_dp_reshardable(param_state)
+        if hasattr(self.optimizer, "reload_model_params"):
+            self.optimizer.reload_model_params()  # bf16: refresh the fp32 main copies
+
+    def _load_hf(self, model: GPTModel, weights: dict[str, torch.Tensor]) -> None:
+        local = conv.shard(conv.hf_to_mcore(weights, self.hf_config), rank=self.rank, num_experts=self.num_experts)
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                param.copy_(local[name])
+

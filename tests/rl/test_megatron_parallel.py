@@ -1,0 +1,160 @@
+"""megatron backend numerics on CPU over gloo, in spawned processes (no Ray).
+
+Each case trains the same tiny twin (every layer full attention) on the same batch for two
+optimizer steps and records log-probs, losses, grad norms and the refit (HF) weights; rank r of
+a data-parallel world gets its contiguous share of the rows. Compared:
+* megatron (world 1) against the torch backend (HF model, AdamW) in the same process;
+* megatron TP=2 (dense) and EP=2 (MoE, each rank a DP rank) against megatron world 1.
+(megatron's DistributedOptimizer accepts CUDA tensors only: bench/megatron_gpu.py covers it.)
+Tolerances (fp32): log-probs 2e-5 absolute, losses and grad norms 1e-5 relative, weights after
+two Adam steps 1e-4 absolute. The router aux loss is off: the torch backend does not add it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import tempfile
+
+import pytest
+import torch
+
+import torch.multiprocessing as mp
+
+if importlib.util.find_spec("megatron") is None:
+    pytest.skip("megatron-core is not installed", allow_module_level=True)
+
+pytestmark = pytest.mark.integration
+
+VOCAB, ROWS, LENGTH, STEPS = 32, 8, 12, 2
+OPT = dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
+
+
+def _model_cfg(family: str) -> dict:
+    fields: dict = {"layer_types": ["full_attention"] * 4}
+    if family == "qwen3_5_moe":
+        fields["router_aux_loss_coef"] = 0.0
+    return {"family": family, "config": fields}
+
+
+def _batch() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(0, VOCAB, (ROWS, LENGTH), generator=g)
+    lengths = torch.randint(LENGTH // 2, LENGTH + 1, (ROWS,), generator=g)
+    mask = (torch.arange(LENGTH)[None] < lengths[:, None]).long()
+    response = mask.clone()
+    response[:, :3] = 0
+    base = -torch.rand(ROWS, LENGTH, generator=g) * mask
+    return dict(input_ids=ids * mask, attention_mask=mask, response_mask=response, gen_logprobs=base,
+                prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(ROWS, generator=g),
+                sample_mask=torch.ones(ROWS))
+
+
+def _train(backend, batch: dict, rows: slice) -> dict:
+    from rl.algorithms.loss import LossConfig
+
+    num_tokens = int(batch["response_mask"].sum())
+    mine = {k: v[rows] for k, v in batch.items()}
+    out = {"lp0": backend.logprobs(mine["input_ids"], mine["attention_mask"]), "metrics": []}
+    for _ in range(STEPS):
+        out["metrics"].append(backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig()))
+    out["lp1"] = backend.logprobs(mine["input_ids"], mine["attention_mask"])
+    out["ref"] = backend.logprobs(mine["input_ids"], mine["attention_mask"], reference=True)
+    out["weights"] = backend.state_dict()
+    return out
+
+
+def _worker(rank: int, world: int, port: int, out_dir: str, family: str, parallel: dict, dist_opt: bool) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    from rl.backends import get_backend
+    from rl.models import build_model
+
+    cfg = _model_cfg(family)
+    weights = build_model(cfg, vocab_size=VOCAB, seed=0).state_dict()
+    kwargs = dict(model_cfg=cfg, vocab_size=VOCAB, optimizer_cfg=OPT, micro_batch_size=2, weights=weights, seed=0)
+    backend = get_backend("megatron")(**kwargs, parallel=parallel, distributed_optimizer=dist_opt)
+    share = ROWS // backend.dp_size
+    rows = slice(backend.dp_rank * share, (backend.dp_rank + 1) * share)
+    result = {"megatron": _train(backend, _batch(), rows), "reports": backend.reports_metrics,
+              "initial": weights}
+    if world == 1:
+        from rl.backends.torch import TorchBackend
+
+        result["torch"] = _train(TorchBackend(**kwargs), _batch(), rows)
+    torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+def _run(world: int, family: str, parallel: dict, dist_opt: bool = False) -> list[dict]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as out_dir:
+        mp.spawn(_worker, args=(world, port, out_dir, family, parallel, dist_opt), nprocs=world, join=True)
+        return [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(world)]
+
+
+def _summed(results: list[dict], backend: str = "megatron") -> list[dict[str, float]]:
+    """Per-step metrics summed over the ranks that report (one per DP replica); grad_norm is global."""
+    steps = []
+    for step in range(STEPS):
+        reporting = [r[backend]["metrics"][step] for r in results if r["reports"]]
+        summed = {k: sum(m[k] for m in reporting) for k in reporting[0] if k != "grad_norm"}
+        summed["grad_norm"] = reporting[0]["grad_norm"]
+        steps.append(summed)
+    return steps
+
+
+def _assert_same(a: list[dict], b: list[dict]) -> None:
+    for sa, sb in zip(a, b):
+        for key in ("loss", "grad_norm"):
+            assert sa[key] == pytest.approx(sb[key], rel=1e-5, abs=1e-7), (key, sa, sb)
+
+
+def _assert_weights(a: dict, b: dict, atol: float) -> None:
+    assert set(a) == set(b)
+    worst = max((a[k] - b[k]).abs().max().item() for k in a)
+    assert worst <= atol, f"weights differ by {worst}"
+
+
+@pytest.fixture(scope="module")
+def single() -> dict[str, dict]:
+    return {f: _run(1, f, {})[0] for f in ("qwen3_5", "qwen3_5_moe")}
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
+def test_megatron_matches_torch_backend(single: dict, family: str) -> None:
+    res = single[family]
+    meg, ref = res["megatron"], res["torch"]
+    assert (meg["lp0"] - ref["lp0"]).abs().max() <= 2e-5
+    assert (meg["lp1"] - ref["lp1"]).abs().max() <= 2e-5
+    assert not torch.equal(meg["lp0"], meg["lp1"]), "two optimizer steps left the policy unchanged"
+    assert torch.equal(meg["ref"], meg["lp0"]), "the reference copy moved with the policy"
+    _assert_same(_summed([res], "megatron"), _summed([res], "torch"))
+    _assert_weights(meg["weights"], ref["weights"], atol=1e-4)
+
+
+def test_dense_tp2_matches_tp1(single: dict) -> None:
+    tp2 = _run(2, "qwen3_5", {"tp": 2})
+    one = single["qwen3_5"]["megatron"]
+    for r in tp2:  # both TP ranks see all rows and agree
+        assert (r["megatron"]["lp0"] - one["lp0"]).abs().max() <= 2e-5
+        assert (r["megatron"]["lp1"] - one["lp1"]).abs().max() <= 2e-5
+    assert [r["reports"] for r in tp2] == [True, False]
+    _assert_same(_summed(tp2), _summed([single["qwen3_5"]]))
+    _assert_weights(tp2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
+    _assert_weights(tp2[1]["megatron"]["weights"], tp2[0]["megatron"]["weights"], atol=0.0)
+
+
+def test_moe_ep2_matches_ep1(single: dict) -> None:
+    ep2 = _run(2, "qwen3_5_moe", {"ep": 2})
+    one = single["qwen3_5_moe"]["megatron"]
+    for key in ("lp0", "lp1"):
+        joined = torch.cat([r["megatron"][key] for r in ep2])  # each EP rank is a DP rank
+        assert (joined - one[key]).abs().max() <= 2e-5
+    _assert_same(_summed(ep2), _summed([single["qwen3_5_moe"]]))
+    _assert_weights(ep2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
