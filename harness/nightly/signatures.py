@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-MAX_LOG_BYTES = 4 << 20  # scan the last 4 MiB: the failure is at the end of the log
+MAX_LOG_BYTES = 1 << 20  # scan the last MiB: the failure is at the end of the log
 
 
 @dataclass(frozen=True, kw_only=True)

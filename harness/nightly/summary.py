@@ -64,12 +64,13 @@ def entry_rows(out: Path, rows: Sequence[dict]) -> list[list]:
             body.append([row["entry"], row["result"], "-", row["hardware"], "-", "-", "-", "-", "-", "-", "-"])
             continue
         final = o["run"]["attempts"][-1]
+        report = Path(final["run_dir"]) / "report.md"
         r = o["row"]
         wall = sum(a["wall_s"] for a in o["run"]["attempts"])
         body.append([row["entry"], row["result"], o["recipe"], row["hardware"], len(o["run"]["attempts"]),
                      format_seconds(wall), r["final_reward"], r["step_time_s"], r["tokens_per_s"], _gate_cell(o),
-                     _link(out, final["run_dir"], Path(final["run_dir"]).name) + " · "
-                     + _link(out, Path(final["run_dir"]) / "report.md", "report")])
+                     _link(out, final["run_dir"], Path(final["run_dir"]).name)
+                     + (" · " + _link(out, report, "report") if report.exists() else "")])
     return body
 
 
@@ -95,13 +96,25 @@ def failure_lines(out: Path, rows: Sequence[dict]) -> list[str]:
         if o is None or o["ok"]:
             continue
         final = o["run"]["attempts"][-1]
-        why = ", ".join(f"`{c}`" for c in o["failed_checks"]) or "no check verdicts (see harness.log)"
+        run_dir = Path(final["run_dir"])
+        why = ", ".join(f"`{c}`" for c in o["failed_checks"]) or f"no check verdicts: `{harness_error(run_dir)}`"
         regressed = [g["message"] for g in o["gate"] if g["status"] == "regression"]
+        links = [_link(out, run_dir / name, name) for name in ("report.md", "harness.log", "engine.log")
+                 if (run_dir / name).exists()]
         lines.append(f"- `{row['entry']}`: harness exit {final['exit_code']}, state {final['state']}; "
                      f"failed: {why}{'; performance: ' + '; '.join(regressed) if regressed else ''} "
-                     f"({_link(out, Path(final['run_dir']) / 'report.md', 'report')}, "
-                     f"{_link(out, Path(final['run_dir']) / 'harness.log', 'harness.log')})")
+                     f"({', '.join(links)})")
     return lines
+
+
+def harness_error(run_dir: Path) -> str:
+    """The harness's last error line (`error: ...`), or a pointer to its log."""
+    try:
+        lines = (run_dir / "harness.log").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "no harness.log"
+    errors = [line.strip() for line in lines if line.startswith(("error:", "internal error:"))]
+    return (errors[-1] if errors else "see harness.log")[:300]
 
 
 def gate_rows(rows: Sequence[dict]) -> list[list]:

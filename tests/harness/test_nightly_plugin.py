@@ -109,7 +109,7 @@ def test_nightly_runs_each_entry_once_and_retries_only_infrastructure(tmp_path, 
     assert "2 passed, 1 failed, 1 disabled" in summary
     assert "`flaky` attempt 1 ([run dir](flaky)) failed with infrastructure signature `port_in_use`" in summary
     assert "retried. Matched line: `OSError: [Errno 98] Address already in use`" in summary
-    assert "- `low`: harness exit 1, state completed; failed: `reward_reached` ([report](low/report.md)" in summary
+    assert "- `low`: harness exit 1, state completed; failed: `reward_reached` ([report.md](low/report.md)" in summary
     assert "| parked | 2027-01-15 | ops | runner 3 is down |" in summary
     assert (out / "plots" / "wall_time.png").stat().st_size > 0 and (out / "plots" / "train_reward.png").exists()
     data = json.loads((out / "summary.json").read_text())
