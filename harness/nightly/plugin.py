@@ -26,6 +26,7 @@ from harness.suites import Entry, Estimate, Shard, Suite, SuiteError, is_suite_p
 from harness.suites import validate_suite
 
 TIMEOUT_MARGIN_S = 300.0  # Ray start-up, imports, judging: on top of the recipe's own limit
+_START = pytest.StashKey[float]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,9 +53,6 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--nightly-out {out}: holds a previous nightly run; choose a new folder")
         outcomes.mkdir(parents=True, exist_ok=True)
         config.stash[_START] = time.time()
-
-
-_START = pytest.StashKey[float]()
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -88,7 +86,8 @@ class SuiteFile(pytest.File):
                 item.extra_keyword_matches.add(tag)
             if entry.disabled is not None:
                 off = entry.disabled
-                item.add_marker(pytest.mark.skip(reason=f"disabled until {off.until} (owner {off.owner}): {off.reason}"))
+                reason = f"disabled until {off.until} (owner {off.owner}): {off.reason}"
+                item.add_marker(pytest.mark.skip(reason=reason))
             yield item
 
 

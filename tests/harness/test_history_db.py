@@ -82,7 +82,8 @@ def test_key_metrics_of_a_one_step_run_and_of_an_empty_dir(tmp_path):
 
 
 def test_check_verdicts_from_result_json(tmp_path):
-    (tmp_path / "result.json").write_text(json.dumps({"verdicts": [{"name": "a", "ok": True}, {"name": "b", "ok": False}]}))
+    verdicts = [{"name": "a", "ok": True}, {"name": "b", "ok": False}]
+    (tmp_path / "result.json").write_text(json.dumps({"verdicts": verdicts}))
     assert check_verdicts(tmp_path) == {"a": True, "b": False}
     assert check_verdicts(tmp_path / "missing") == {}
 

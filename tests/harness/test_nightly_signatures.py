@@ -14,7 +14,7 @@ EXAMPLES = {
     "nccl_timeout": "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE)",
     "nccl_system_error": "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
                          "unhandled system error (run with NCCL_DEBUG=INFO for details)",
-    "gloo_connect": "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144]",
+    "gloo_connect": "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/transport/tcp/pair.cc:144]",
     "cuda_unavailable": "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
 }
 

@@ -72,7 +72,8 @@ def test_recipe_path_is_relative_to_the_suite_file(tmp_path):
     ("name: other\nbudget_gpu_hours: 0\nentries: [{id: a, recipe: x.yaml, hardware: cpu}]",
      r"name: 'other' must equal the file name 'demo'"),
     ("name: demo\nbudget_gpu_hours: 0\nentries: []", r"entries: must be a non-empty list"),
-    ("name: demo\nbudget_gpu_hours: 0\nhardware: cpu\nentries:\n  - {id: a, recipe: x.yaml}\n  - {id: a, recipe: y.yaml}",
+    ("name: demo\nbudget_gpu_hours: 0\nhardware: cpu\nentries:\n  - {id: a, recipe: x.yaml}\n"
+     "  - {id: a, recipe: y.yaml}",
      r":6: entries\[1\].id: duplicate entry id 'a'"),
     ("name: demo\nbudget_gpu_hours: 0\nhardware: cpu\nentries: [{id: off, recipe: x.yaml}]",
      r"entries\[0\].id: must be a string, not the boolean False \(quote it"),
