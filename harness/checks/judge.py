@@ -13,7 +13,7 @@ from harness.checks.completion import check_completion
 from harness.checks.invariants import check_invariants, read_invariants, required_checks
 from harness.checks.verdict import Verdict
 from harness.errors import UsageError
-from harness.metrics import Metrics, read_metrics
+from harness.metrics import Metrics, MetricsError, read_metrics
 from harness.thresholds import ThresholdCheck, evaluate, load_thresholds
 
 
@@ -82,7 +82,13 @@ def judge_run(
     run_dir = target if is_dir else target.parent
     recipe = read_run_recipe(run_dir) if is_dir else None
     status = read_status(run_dir) if is_dir else None
-    metrics = read_metrics(target)
+    try:
+        metrics = read_metrics(target)
+    except MetricsError as error:
+        if not is_dir:
+            raise
+        # A run dir without readable metrics is a failed run (exit 1), not bad input (exit 2).
+        metrics = Metrics(series={}, source=str(target), notes=(f"unreadable: {error}",))
     checks_cfg: Mapping = (recipe or {}).get("checks", {})
     if expected_steps is None and recipe is not None:
         expected_steps = int(recipe["algorithm"]["num_steps"])

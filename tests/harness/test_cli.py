@@ -147,3 +147,11 @@ def test_run_rejects_a_bad_plan_before_launch(tmp_path, capsys):
     assert code == 2
     assert "policy.parallel.ep = 12" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_run_dir_without_metrics_fails_with_exit_1(tmp_path, capsys):
+    run = write_run(tmp_path / "run")
+    (run / "metrics.jsonl").unlink()
+    assert main(["check", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "miss 5 of 5 steps" in out
