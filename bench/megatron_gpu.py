@@ -1,0 +1,147 @@
+"""Train the megatron backend on GPUs without Ray: tokens/s and MFU per parallel layout.
+
+    torchrun --nproc_per_node 2 bench/megatron_gpu.py --model dense_1b --tp 2 --out results.jsonl
+
+Every rank builds the same random HF weights (seeded, on its GPU), hands them to
+`rl.backends.megatron.MegatronBackend` (the path the engine uses: HF -> megatron conversion,
+TP/EP sharding, Float16Module bf16, megatron DDP + optimizer), then times `--steps` train steps
+after `--warmup` steps of `--rows` rows x `--seq` tokens per data-parallel replica. FLOPs are the
+engine's formula (rl.models.flops.total_flops), MFU is against 790 TFLOP/s bf16 per GPU
+(measured on these H200s). `--check-hf` also compares megatron log-probs with the HF model's
+(fp32, before training). bench/megatron_gpu.md has the commands and figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+PEAK_TFLOPS = 790.0
+# model name -> (family, HF config fields); every layer full attention (see docs/megatron.md).
+MODELS: dict[str, tuple[str, dict]] = {
+    "tiny": ("qwen3_5", {}),
+    "tiny_moe": ("qwen3_5_moe", {}),
+    "dense_1b": ("qwen3_5", dict(hidden_size=2048, num_hidden_layers=12, num_attention_heads=16,
+                                 num_key_value_heads=4, head_dim=128, intermediate_size=5632,
+                                 max_position_embeddings=4096, vocab_size=151936)),
+    "moe_1b": ("qwen3_5_moe", dict(hidden_size=1024, num_hidden_layers=8, num_attention_heads=8,
+                                   num_key_value_heads=2, head_dim=128, num_experts=16, num_experts_per_tok=4,
+                                   moe_intermediate_size=512, shared_expert_intermediate_size=512,
+                                   max_position_embeddings=4096, vocab_size=151936)),
+}
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=sorted(MODELS), default="tiny")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--ep", type=int, default=1)
+    p.add_argument("--sp", action="store_true")
+    p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    p.add_argument("--distributed-optimizer", action="store_true")
+    p.add_argument("--rows", type=int, default=16, help="rows per data-parallel replica per step")
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--mbs", type=int, default=4)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--check-hf", action="store_true")
+    p.add_argument("--out", default=None, help="append one JSON line per run (rank 0)")
+    return p.parse_args()
+
+
+def model_cfg(name: str) -> dict:
+    family, fields = MODELS[name]
+    fields = dict(fields)
+    fields["layer_types"] = ["full_attention"] * int(fields.get("num_hidden_layers", 4))
+    return {"family": family, "config": fields}
+
+
+def hf_weights(cfg: dict, vocab: int) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    from rl.backends.megatron import hf_config_of
+    from rl.models.qwen3_5 import FAMILIES
+
+    config = hf_config_of(cfg, vocab)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = FAMILIES[cfg["family"]][1](config).float().eval()
+    return model, model.state_dict()
+
+
+def batch(rows: int, seq: int, vocab: int, seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (rows, seq), generator=g)
+    mask = torch.ones_like(ids)
+    response = mask.clone()
+    response[:, : seq // 4] = 0
+    base = -torch.rand(rows, seq, generator=g)
+    return dict(input_ids=ids, attention_mask=mask, response_mask=response, gen_logprobs=base,
+                prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(rows, generator=g),
+                sample_mask=torch.ones(rows))
+
+
+def main() -> None:
+    args = parse()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group("nccl")
+    from rl.algorithms.loss import LossConfig
+    from rl.backends import get_backend
+    from rl.models import token_logprobs
+    from rl.models.flops import total_flops
+
+    cfg = model_cfg(args.model)
+    vocab = int(cfg["config"].get("vocab_size", 64))
+    hf, weights = hf_weights(cfg, vocab)
+    t0 = time.perf_counter()
+    backend = get_backend("megatron")(
+        model_cfg=cfg, vocab_size=vocab, micro_batch_size=args.mbs, weights=weights, seed=0,
+        optimizer_cfg=dict(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
+        parallel=dict(tp=args.tp, ep=args.ep, sp=args.sp), precision=args.precision,
+        distributed_optimizer=args.distributed_optimizer)
+    build_s = time.perf_counter() - t0
+    data = batch(args.rows * backend.dp_size, args.seq, vocab, seed=1)
+    share = slice(backend.dp_rank * args.rows, (backend.dp_rank + 1) * args.rows)
+    mine = {k: v[share] for k, v in data.items()}
+    hf_diff = None
+    if args.check_hf:
+        rows = mine["input_ids"][: args.mbs]
+        with torch.no_grad():
+            ref = token_logprobs(hf, rows.cuda(), torch.ones_like(rows).cuda()).cpu()
+        hf_diff = float((backend.logprobs(rows, torch.ones_like(rows)) - ref).abs().max())
+    del hf, weights
+    num_tokens = int(data["response_mask"].sum())
+    times, losses = [], []
+    for step in range(args.warmup + args.steps):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        metrics = backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig())
+        torch.cuda.synchronize()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - t)
+        losses.append(metrics["loss"])
+    world = dist.get_world_size()
+    step_s = sorted(times)[len(times) // 2]
+    tokens = args.rows * backend.dp_size * args.seq
+    flops = total_flops(backend.hf_config, [args.seq] * args.rows * backend.dp_size)
+    result = dict(model=args.model, gpus=world, tp=args.tp, ep=args.ep, sp=args.sp, dp=backend.dp_size,
+                  precision=args.precision, distributed_optimizer=args.distributed_optimizer,
+                  rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, build_s=round(build_s, 2),
+                  step_s=round(step_s, 4), tokens_per_s=round(tokens / step_s),
+                  tflops_per_gpu=round(flops / step_s / world / 1e12, 1),
+                  mfu=round(flops / step_s / world / (PEAK_TFLOPS * 1e12), 4),
+                  max_mem_gib=round(torch.cuda.max_memory_allocated() / 2**30, 1),
+                  loss_first=round(losses[0], 5), loss_last=round(losses[-1], 5), hf_logprob_maxdiff=hf_diff)
+    if dist.get_rank() == 0:
+        print(json.dumps(result), flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(result) + "\n")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
