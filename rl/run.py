@@ -82,6 +82,8 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
         code, state, error = exc.exit_code, "interrupted", f"interrupted by {exc}"
     except KeyboardInterrupt:
         code, state, error = 130, "interrupted", "interrupted by SIGINT"
+    except SystemExit as exc:  # a library's signal handler (Ray's) calling sys.exit
+        code, state, error = EXIT_FAILED, "interrupted", f"exit requested ({exc.code})"
     except Exception as exc:  # noqa: BLE001 - reported in status.json, traceback to stderr
         traceback.print_exc()
         code, state, error = EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}"
@@ -127,7 +129,11 @@ class Engine:
         from rl.workers.group import PolicyGroup
 
         cfg, alg = self.cfg, self.cfg.algorithm
-        self.started_ray = start_ray(num_cpus=max(cfg.world_size, 2))
+        # Logical CPUs: our workers take fractions; TransferQueue's controller and each storage
+        # unit ask for a whole CPU, so a TQ run reserves those on top (2 cores would hang).
+        tq_cpus = 1 + cfg.data_plane.tq.num_storage_units if cfg.data_plane.backend == "tq" else 0
+        self.started_ray = start_ray(num_cpus=max(cfg.world_size, 2) + tq_cpus)
+        signal.signal(signal.SIGTERM, _on_signal)  # ray.init installs its own handler; ours wins
         tokenizer = load_tokenizer(cfg.model.tokenizer)
         env = make_env({"name": cfg.task.name, "params": cfg.task.params})
         if cfg.data_plane.backend == "tq":

@@ -72,7 +72,7 @@ class PolicyWorker(WorkerBase):
     def _answer(self, data: BatchedDataDict | KVBatchMeta, columns: dict[str, torch.Tensor]) -> Any:
         """Legacy: the columns themselves. TQ: write them back and return the updated receipt."""
         if isinstance(data, KVBatchMeta):
-            return self._plane_client().put(data, columns)
+            return self._plane_client().put(data, columns=columns)
         return BatchedDataDict(columns)
 
     # --- work ----------------------------------------------------------------------------------
