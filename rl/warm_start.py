@@ -1,13 +1,29 @@
 """Warm start: a short supervised run on (prompt, answer<eos>) pairs before GRPO.
 
 A randomly initialised tiny model never produces a correct answer, so every GRPO group would
-have zero reward variance and nothing to learn from. A few dozen supervised steps bring the
+have zero reward variance and nothing to learn from. A couple hundred supervised steps bring the
 reward to a nonzero but improvable level. The result is cached on disk, keyed by everything
 that determines it, so repeated runs and parity variants start from identical weights.
 
-Calibration (2-core CPU shared with other jobs, torch 2.13, tiny configs of
-`rl/models/tiny_configs.py`, task `arith` max_operand 20, ops [+], batch 32, lr 3e-3):
-see CALIBRATION below; the recipe default {steps: 60, lr: 3e-3, batch_size: 32} sits there.
+Calibration (measured 2026-11 on the 2-core dev machine; task `arith` {max_operand: 20,
+ops: [+]}, tiny configs of `rl/models/tiny_configs.py`, lr 3e-3, batch 32, model seed = warm
+start seed; accuracy on 256 held-out problems, greedy / sampled at temperature 1):
+
+    family       seed  steps  greedy  sampled
+    qwen3_5        42     60   0.105    0.070
+    qwen3_5        42    150   0.285    0.148
+    qwen3_5        42    175   0.371    0.223
+    qwen3_5        42    250   0.746    0.535
+    qwen3_5         1    200   0.500    0.297
+    qwen3_5_moe    42    200   0.371    0.215
+    qwen3_5_moe    42    300   0.711    0.551
+
+Loss sits near 0.9 for ~100 steps and then falls, so accuracy rises
+steeply after ~150 steps. {steps: 200, lr: 3e-3, batch_size: 32} lands both families at about
+0.35-0.5 greedy and 0.2-0.3 sampled: nonzero, with room for GRPO. Cost on an idle machine with
+2 threads: ~65 ms per dense step (100 steps in 6.6 s), so ~13 s for 200 steps (MoE somewhat
+more); under the contention of a shared machine it was 3-10x slower. lr 1e-2 was worse
+(0.11 greedy after 250 steps).
 """
 
 from __future__ import annotations
