@@ -95,7 +95,8 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
     watchdog = threading.Timer(SHUTDOWN_GRACE_S, os._exit, [code])
     watchdog.daemon = True
     watchdog.start()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The outcome is decided and recorded: a late SIGTERM just ends the shutdown early.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(code))
     if engine is not None:
         engine.shutdown()
     return code
