@@ -141,10 +141,10 @@ class Engine:
             from rl.data.tq_store import TQStore, tq_conf
 
             self.store = TQStore.start(tq_conf(num_storage_units=cfg.data_plane.tq.num_storage_units))
-        dp, env_keys = cfg.dp_size, sorted(cfg.env)
-        self.cluster = cluster = Cluster(bundles=dp + 1, env_vars=dict(cfg.env))
-        ranks = [cluster.spawn(PolicyWorker, name=f"policy-{r}", role="policy", rank=r, world_size=dp,
-                               env_keys=env_keys, data_plane=self.store) for r in range(dp)]
+        world, env_keys = cfg.world_size, sorted(cfg.env)
+        self.cluster = cluster = Cluster(bundles=world + 1, env_vars=dict(cfg.env))
+        ranks = [cluster.spawn(PolicyWorker, name=f"policy-{r}", role="policy", rank=r, world_size=world,
+                               env_keys=env_keys, data_plane=self.store) for r in range(world)]
         gen = cluster.spawn(GenerationWorker, name="generation-0", role="generation", rank=0,
                             env_keys=env_keys)
 
@@ -161,21 +161,22 @@ class Engine:
         master = cluster.call([ranks[0]], "rendezvous_address")[0]
         backend_kwargs = {"model_cfg": model_cfg, "vocab_size": len(tokenizer), "seed": alg.seed,
                           "optimizer_cfg": asdict(cfg.policy.optimizer),
-                          "micro_batch_size": cfg.policy.micro_batch_size}
+                          "micro_batch_size": cfg.policy.micro_batch_size,
+                          "parallel": asdict(cfg.policy.parallel), "precision": cfg.policy.precision,
+                          "distributed_optimizer": cfg.policy.distributed_optimizer}
         refs = [h.actor.setup.remote(master=master, backend=cfg.policy.backend,
                                      backend_kwargs=backend_kwargs, weights=weights_ref) for h in ranks]
         refs.append(gen.actor.setup.remote(model_cfg=model_cfg, vocab_size=len(tokenizer),
                                            seed=alg.seed, weights=weights_ref))
-        cluster.get(refs, [h.name for h in [*ranks, gen]], timeout_s=300)
+        topology = cluster.get(refs, [h.name for h in [*ranks, gen]], timeout_s=300)[:world]
+        self.policy = PolicyGroup(cluster=cluster, ranks=ranks, flops_cfg=model.config,
+                                  device=cfg.cluster.device, num_ranks=world,
+                                  record_invariant=self._record_invariant, topology=topology)
         if self.ckpt is not None:
             c = self.ckpt
-            cluster.call(ranks, "load_checkpoint", policy=c.policy, optimizer=c.optimizer, reference=c.reference)
+            self.policy.load_checkpoint(policy=c.policy, optimizer=c.optimizer, reference=c.reference)
             checkpoint.restore_rng(c.rng)
         self._report_env([*ranks, gen])
-
-        self.policy = PolicyGroup(cluster=cluster, ranks=ranks, flops_cfg=model.config,
-                                  device=cfg.cluster.device, num_ranks=cfg.world_size,
-                                  record_invariant=self._record_invariant)
         G = alg.generations_per_prompt
         path = TQPath(store=self.store, group_size=G) if self.store is not None else LegacyPath(group_size=G)
         gen_kwargs = {"max_new_tokens": cfg.generation.max_new_tokens,
@@ -186,9 +187,9 @@ class Engine:
             return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, **gen_kwargs)[0]
 
         def refit(version: int) -> float:
-            state = ranks[0].actor.state_dict.remote()
+            state, every_rank = self.policy.state_dict_ref()  # a collective: all ranks gather
             load = gen.actor.load_weights.remote(state, version)
-            return cluster.get([state, load], [ranks[0].name, gen.name], timeout_s=300)[1]
+            return cluster.get([*every_rank, load], [*(h.name for h in ranks), gen.name], timeout_s=300)[-1]
 
         self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=generate, refit=refit,
                                  tokenizer=tokenizer, env=env, store=path)
@@ -227,7 +228,7 @@ class Engine:
                   f"loss={metrics['train/loss']:.4f} t={metrics['timing/train/total']:.2f}s", flush=True)
 
     def _save(self, step: int) -> None:
-        state = self.cluster.call([self.policy.rank0()], "checkpoint_state")[0]
+        state = self.policy.checkpoint_state()
         checkpoint.save(self.runlog.run_dir, checkpoint.Checkpoint(
             step=step, cursor=self.driver.cursor, policy=state["policy"], optimizer=state["optimizer"],
             reference=state["reference"], rng=checkpoint.capture_rng()))

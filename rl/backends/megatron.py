@@ -37,6 +37,8 @@ from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer  # n
 from megatron.core.transformer.module import Float16Module  # noqa: E402
 from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker  # noqa: E402
 
+megatron_shims.portable_tensor_pickles()
+
 from rl.algorithms.loss import LossConfig, clipped_pg_loss  # noqa: E402
 from rl.backends import megatron_config as mcfg  # noqa: E402
 from rl.backends import megatron_convert as conv  # noqa: E402

@@ -21,6 +21,10 @@ What is patched, and why:
   map "cuda" to "cpu", so grad norms and the distributed optimizer work unchanged.
 * `clip_grad_by_total_norm_fp32` asserts CUDA grads; the optimizer module gets a CPU version
   with the same rule (scale by max_norm / (total_norm + 1e-6) when that is below 1).
+* On every machine, after megatron is imported, `portable_tensor_pickles()` puts back torch's
+  own `torch.storage._load_from_bytes`: `import megatron.core` replaces it, and a tensor pickled
+  afterwards names megatron's function, so whichever process unpickles it (the engine's driver
+  and generation worker, through Ray) would have to import megatron-core too.
 """
 
 from __future__ import annotations
@@ -34,10 +38,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-__all__ = ["apply", "on_cpu"]
+__all__ = ["apply", "on_cpu", "portable_tensor_pickles"]
 
 _PAGED_STASH_OPS = "megatron.core.transformer.moe.ops.paged_stash"
 _applied = False
+_TORCH_LOAD_FROM_BYTES = torch.storage._load_from_bytes  # captured before megatron replaces it
 
 
 def on_cpu() -> bool:
@@ -57,6 +62,17 @@ def apply() -> None:
         _gloo_all_to_all_lists()
         _cpu_tensor_factories()
     _applied = True
+
+
+def portable_tensor_pickles() -> None:
+    """Tensors this process pickles unpickle without megatron-core (call after importing it).
+
+    The bytes travel between our own processes, so torch's default (full unpickling) applies, as
+    in every process of the engine that never imported megatron.
+    """
+    assert _TORCH_LOAD_FROM_BYTES.__module__ == "torch.storage", (
+        "megatron_shims was imported after megatron.core; import it first")
+    torch.storage._load_from_bytes = _TORCH_LOAD_FROM_BYTES
 
 
 def _stand_in_paged_stash_ops() -> None:

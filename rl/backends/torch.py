@@ -44,6 +44,17 @@ def micro_batches(columns: dict[str, torch.Tensor], size: int) -> list[tuple[dic
     return out
 
 
+def _check_data_parallel_only(parallel: dict | None, precision: str, distributed_optimizer: bool) -> None:
+    model_parallel = {k: v for k, v in (parallel or {}).items() if k in ("tp", "pp", "cp", "ep", "etp") and v != 1}
+    if model_parallel:
+        raise ValueError(f"policy.parallel: the torch backend is data parallel only, got {model_parallel}; "
+                         "use policy.backend: megatron")
+    if precision != "fp32":
+        raise ValueError(f"policy.precision: the torch backend trains in fp32 only, got {precision!r}")
+    if distributed_optimizer:
+        raise ValueError("policy.distributed_optimizer: the torch backend has no distributed optimizer")
+
+
 @register("torch")
 class TorchBackend:
     """Policy + reference + optimizer on one data-parallel rank.
@@ -55,10 +66,15 @@ class TorchBackend:
         micro_batch_size: rows per forward.
         weights: initial policy weights (the warm-started state dict); also the reference.
         seed: model construction seed (weights are replaced by `weights` anyway).
+        parallel, precision, distributed_optimizer: the recipe's `policy` fields; this backend
+            runs data parallel in fp32 only and refuses anything else.
     """
 
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: dict,
-                 micro_batch_size: int, weights: dict[str, torch.Tensor], seed: int) -> None:
+                 micro_batch_size: int, weights: dict[str, torch.Tensor], seed: int,
+                 parallel: dict | None = None, precision: str = "fp32",
+                 distributed_optimizer: bool = False) -> None:
+        _check_data_parallel_only(parallel, precision, distributed_optimizer)
         self.model = build_model(model_cfg, vocab_size=vocab_size, seed=seed)
         self.model.load_state_dict(weights)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
@@ -68,6 +84,20 @@ class TorchBackend:
             self.model.parameters(), lr=optimizer_cfg["lr"], betas=tuple(optimizer_cfg["betas"]),
             eps=optimizer_cfg["eps"], weight_decay=optimizer_cfg["weight_decay"])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
+
+    # --- topology (for the worker): every rank is a data-parallel rank ---------------------
+
+    @property
+    def dp_rank(self) -> int:
+        return dist.get_rank() if dist.is_initialized() else 0
+
+    @property
+    def dp_size(self) -> int:
+        return dist.get_world_size() if dist.is_initialized() else 1
+
+    @property
+    def reports_metrics(self) -> bool:
+        return True
 
     # --- log-probs -----------------------------------------------------------------------
 

@@ -1,9 +1,14 @@
-"""The driver-side policy group: DP ranks behind one object, for both data paths.
+"""The driver-side policy group: policy ranks behind one object, for both data paths.
 
 `get_logprobs` and `train` are `dp_dispatch` methods: a `BatchedDataDict` runs the legacy
 bodies below (contiguous `shard_by_batch_size` blocks), a `KVBatchMeta` or one meta per rank
 is sharded and fanned out by the decorator, which calls back `_run_on_ranks`,
 `_record_invariant` and `_dp_post_train` here.
+
+Shards are per data-parallel replica, not per rank: `dp_size` is the backend's (world / TP
+with megatron). `_run_on_ranks` hands replica d's shard to every rank whose `dp_rank` is d
+(TP peers compute one forward together) and keeps one answer per replica, from the rank that
+`reports_metrics`, in replica order. With the torch backend every rank is its own replica.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from rl.cluster import Cluster, WorkerHandle
 from rl.data import BatchedDataDict, KVBatchMeta
 from rl.data.dispatch import dp_dispatch, flops_post_train
 
-__all__ = ["PolicyGroup", "sum_rank_metrics"]
+__all__ = ["PolicyGroup", "replica_layout", "sum_rank_metrics"]
 
 LOGPROB_INPUTS = ("input_ids", "attention_mask")
 SAME_ON_EVERY_RANK = ("grad_norm",)
@@ -38,6 +43,17 @@ def sum_rank_metrics(raw: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
+def replica_layout(topology: list[dict[str, Any]]) -> tuple[int, list[int], list[int]]:
+    """(dp_size, replica of each rank, the reporting rank of each replica) from the ranks' topology."""
+    dp_size = topology[0]["dp_size"]
+    assert all(t["dp_size"] == dp_size for t in topology), f"ranks disagree on dp_size: {topology}"
+    replica_of = [t["dp_rank"] for t in topology]
+    reporters = sorted((t["dp_rank"], r) for r, t in enumerate(topology) if t["reports_metrics"])
+    assert [d for d, _ in reporters] == list(range(dp_size)), (
+        f"need exactly one reporting rank per data-parallel replica: {topology}")
+    return dp_size, replica_of, [r for _, r in reporters]
+
+
 class PolicyGroup:
     """DP policy ranks.
 
@@ -48,14 +64,18 @@ class PolicyGroup:
         device: `cluster.device` (peak TFLOP/s).
         num_ranks: training ranks (world size).
         record_invariant: callback taking one invariant record.
+        topology: per rank (rank order), what its `setup` returned: `dp_rank`, `dp_size`,
+            `reports_metrics`; None means every rank is its own replica.
     """
 
     def __init__(self, *, cluster: Cluster, ranks: list[WorkerHandle], flops_cfg: Any, device: str,
                  num_ranks: int, record_invariant: Callable[[dict[str, Any]], None],
-                 timeout_s: float = 600.0) -> None:
+                 timeout_s: float = 600.0, topology: list[dict[str, Any]] | None = None) -> None:
         self.cluster = cluster
         self.ranks = ranks
-        self.dp_size = len(ranks)
+        topology = topology or [{"dp_rank": r, "dp_size": len(ranks), "reports_metrics": True}
+                                for r in range(len(ranks))]
+        self.dp_size, self.replica_of, self.reporters = replica_layout(topology)
         self.flops_cfg = flops_cfg
         self.device = device
         self.num_ranks = num_ranks
@@ -65,9 +85,11 @@ class PolicyGroup:
     # --- dp_dispatch protocol ---------------------------------------------------------------
 
     def _run_on_ranks(self, method_name: str, per_rank_inputs: list[Any], *args: Any, **kwargs: Any) -> list[Any]:
+        """Replica d's input to every rank of replica d; one result per replica, in replica order."""
         assert len(per_rank_inputs) == self.dp_size, (method_name, len(per_rank_inputs))
-        return self.cluster.call(self.ranks, method_name, [(x, *args) for x in per_rank_inputs],
-                                 timeout_s=self.timeout_s, **kwargs)
+        per_rank = [(per_rank_inputs[d], *args) for d in self.replica_of]
+        results = self.cluster.call(self.ranks, method_name, per_rank, timeout_s=self.timeout_s, **kwargs)
+        return [results[r] for r in self.reporters]
 
     def _record_invariant(self, record: dict[str, Any]) -> None:
         self._record(record)
@@ -109,7 +131,23 @@ class PolicyGroup:
         out["theoretical_tflops"] = flops.theoretical_tflops(self.device, self.num_ranks)
         return out
 
-    # --- weights --------------------------------------------------------------------------
+    # --- weights (collectives: every rank runs them, rank 0 holds the result) --------------
 
-    def rank0(self) -> WorkerHandle:
-        return self.ranks[0]
+    def state_dict_ref(self) -> tuple[Any, list[Any]]:
+        """Start `state_dict` on every rank: (rank 0's object ref, every rank's ref to wait on)."""
+        refs = [h.actor.state_dict.remote() for h in self.ranks]
+        return refs[0], refs
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Rank 0's weights and reference, and every rank's optimizer state (rank order)."""
+        states = self.cluster.call(self.ranks, "checkpoint_state", timeout_s=self.timeout_s)
+        return {"policy": states[0]["policy"], "reference": states[0]["reference"],
+                "optimizer": {"per_rank": [s["optimizer"] for s in states]}}
+
+    def load_checkpoint(self, *, policy: dict, optimizer: dict, reference: dict | None) -> None:
+        per_rank = optimizer["per_rank"]
+        if len(per_rank) != len(self.ranks):
+            raise ValueError(f"checkpoint: optimizer state of {len(per_rank)} ranks, this run has "
+                             f"{len(self.ranks)}; resume under the same cluster and policy.parallel")
+        self.cluster.call(self.ranks, "load_checkpoint", [(o,) for o in per_rank], timeout_s=self.timeout_s,
+                          policy=policy, reference=reference)

@@ -1,9 +1,15 @@
-"""The policy worker: one data-parallel rank (a Ray actor) that computes log-probs and trains.
+"""The policy worker: one training rank (a Ray actor) that computes log-probs and trains.
 
 It owns the rank's gloo/NCCL process group and, on the TQ path, its own data-plane client: a
 `KVBatchMeta` in means "read these rows' fields from the plane", and computed columns are
 written back under the same keys, so only receipts travel through the driver. A
 `BatchedDataDict` in means the legacy path: the tensors came with the call.
+
+With model parallelism (megatron TP/EP) a rank is not always a data-parallel rank: `setup`
+returns the backend's topology (`dp_rank`, `dp_size`, `reports_metrics`) and the driver gives
+every rank of one replica the same rows. Only `reports_metrics` ranks answer log-probs (their
+TP peers computed the same values); weights and checkpoints are collectives, so every rank
+runs `state_dict` / `checkpoint_state` and only rank 0 returns the (HF-format) weights.
 """
 
 from __future__ import annotations
@@ -49,14 +55,17 @@ class PolicyWorker(WorkerBase):
         return self.host_ip(), port
 
     def setup(self, *, master: tuple[str, int], backend: str, backend_kwargs: dict[str, Any],
-              weights: dict[str, torch.Tensor]) -> None:
-        """Join the process group and build the backend from `weights` (also the reference)."""
+              weights: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """Join the process group, build the backend from `weights` (also the reference), and
+        return this rank's place in the data-parallel layout."""
         if self.world_size > 1:
             addr, port = master
             dist.init_process_group(
                 "gloo", init_method=f"tcp://{addr}:{port}", rank=self.rank,
                 world_size=self.world_size, timeout=datetime.timedelta(seconds=GLOO_TIMEOUT_S))
         self.backend = get_backend(backend)(weights=weights, **backend_kwargs)
+        return {"rank": self.rank, "dp_rank": self.backend.dp_rank, "dp_size": self.backend.dp_size,
+                "reports_metrics": self.backend.reports_metrics}
 
     # --- data --------------------------------------------------------------------------------
 
@@ -81,6 +90,8 @@ class PolicyWorker(WorkerBase):
         """Column `prev_logprobs` (or `ref_logprobs`) for each row."""
         cols = self._read(data, SEQ_FIELDS)
         lp = self.backend.logprobs(cols["input_ids"], cols["attention_mask"], reference=reference)
+        if not self.backend.reports_metrics:
+            return None  # a TP peer of a reporting rank: same values, dropped by the driver
         return self._answer(data, {"ref_logprobs" if reference else "prev_logprobs": lp})
 
     def train(self, data: BatchedDataDict | KVBatchMeta, *, num_tokens: int,
@@ -95,12 +106,20 @@ class PolicyWorker(WorkerBase):
 
     # --- weights and checkpoints -------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return self.backend.state_dict()
+    def state_dict(self) -> dict[str, torch.Tensor] | None:
+        """HF-format policy weights on rank 0, None elsewhere; every rank must call it."""
+        weights = self.backend.state_dict()
+        return weights if self.rank == 0 else None
 
     def checkpoint_state(self) -> dict[str, Any]:
-        return {"policy": self.backend.state_dict(), "optimizer": self.backend.optimizer_state(),
-                "reference": self.backend.reference_state_dict()}
+        """This rank's optimizer state; rank 0 adds the policy and reference weights.
+        Every rank must call it (the weights are gathered)."""
+        policy, reference = self.backend.state_dict(), self.backend.reference_state_dict()
+        state: dict[str, Any] = {"optimizer": self.backend.optimizer_state()}
+        if self.rank == 0:
+            state.update(policy=policy, reference=reference)
+        return state
 
-    def load_checkpoint(self, *, policy: dict, optimizer: dict, reference: dict | None) -> None:
+    def load_checkpoint(self, optimizer: dict, *, policy: dict, reference: dict | None) -> None:
+        """Load the weights and THIS rank's optimizer state (saved under the same layout)."""
         self.backend.load_state(policy=policy, optimizer=optimizer, reference=reference)
