@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line, like every other bad input."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"error: {message} (see 'harness {self.prog.split()[-1]} --help')\n")
+        sys.stderr.write(f"error: {message} (see '{self.prog} --help')\n")
         raise SystemExit(EXIT_BAD_INPUT)
 
 
@@ -108,7 +108,14 @@ def _suite_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # Overrides may follow options (`harness run R --no-progress a.b=c`), which argparse's
+    # positional parsing leaves over; anything else left over is a usage error.
+    if extra and hasattr(args, "overrides") and not any(item.startswith("-") for item in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from harness import commands  # noqa: PLC0415 - keeps `harness --help` instant
     from harness.errors import USER_ERRORS  # noqa: PLC0415
 

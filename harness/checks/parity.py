@@ -52,7 +52,11 @@ def compare_metrics(
                                 message=f"both runs report the same {len(compared_a)} metrics"))
     shared = sorted(compared_a & compared_b)
     if not shared:
-        verdicts.append(Verdict(name="parity:metrics", kind="parity", ok=False, message="no metric to compare"))
+        steps = sorted({step for run in (a, b) for m in run if is_compared(m) for step in run[m]})
+        empty = [label for label, names in ((label_a, compared_a), (label_b, compared_b)) if not names]
+        message = (f"first divergence at step {steps[0]}: {' and '.join(empty)} logged no metrics"
+                   if steps and empty else "the runs share no metric to compare")
+        verdicts.append(Verdict(name="parity:metrics", kind="parity", ok=False, message=message))
         return verdicts
     first = _first_divergence(a, b, shared, tolerance, (label_a, label_b))
     steps = len(a[shared[0]])

@@ -32,6 +32,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rl import faults
 from rl.data.batched import BatchedDataDict
 from rl.data.kv_meta import KVBatchMeta
 from rl.data.sharding import ORIGINAL_INDICES, shard_keys_by_seqlen
@@ -164,7 +165,8 @@ def dp_dispatch(method: Callable[..., Any]) -> Callable[..., Any]:
         shaped = [_is_row_shaped(r) for r in raw]
         assert all(shaped) or not any(shaped), f"dp_dispatch({name}): only some ranks returned rows"
         if all(shaped):
-            aggregated = _take(_concat_rows(raw, name), caller_order_gather(order))
+            gather = list(order) if faults.active("dispatch_inverse_reorder") else caller_order_gather(order)
+            aggregated = _take(_concat_rows(raw, name), gather)
             _check_rows(self, name, aggregated, expected)
         else:
             aggregated = raw[0]

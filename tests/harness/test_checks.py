@@ -104,3 +104,9 @@ def test_parity_tolerance_is_relative():
     b = {"x": series([100.5]), "train/logprob_digest": series([1.0])}
     assert not all(v.ok for v in compare_metrics(a, b))
     assert all(v.ok for v in compare_metrics(a, b, tolerance=0.01))
+
+
+def test_parity_against_a_run_that_logged_nothing_names_step_one():
+    a = {"train/loss": series([1.0, 0.5]), "train/logprob_digest": series([1.0, 2.0])}
+    [metrics] = [v for v in compare_metrics(a, {}, names=("legacy", "tq")) if v.name == "parity:metrics"]
+    assert not metrics.ok and metrics.message == "first divergence at step 1: tq logged no metrics"
