@@ -30,7 +30,9 @@ def format_show(resolved: Resolved, *, provenance: bool) -> str:
     rows = list(_lines(resolved.data, schema.SCHEMA, (), 0))
     if not provenance:
         return head + "\n" + "".join(text + "\n" for text, _ in rows)
-    width = max(len(text) for text, path in rows if path is not None)
+    # Align the comments, but let a few long lines (a description) run past the column.
+    widths = sorted(len(text) for text, path in rows if path is not None)
+    width = min(widths[-1], max(widths[int(0.9 * (len(widths) - 1))], 40))
     out = [head]
     for text, path in rows:
         if path is None:
