@@ -1,0 +1,82 @@
+"""PolicyGroup over model-parallel ranks: which rank gets which replica's rows, whose answer counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rl.workers.group import PolicyGroup, replica_layout
+
+
+def _topology(pairs: list[tuple[int, bool]], dp_size: int) -> list[dict[str, Any]]:
+    return [{"dp_rank": d, "dp_size": dp_size, "reports_metrics": rep} for d, rep in pairs]
+
+
+class EchoCluster:
+    """Stands in for `Cluster.call`: each rank answers (its rank, its input, the kwargs)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[tuple]]] = []
+
+    def call(self, handles: list[Any], method: str, per_worker_args: list[tuple], *, timeout_s: float,
+             **kwargs: Any) -> list[Any]:
+        self.calls.append((method, per_worker_args))
+        return [{"rank": h, "input": args[0], **kwargs} for h, args in zip(handles, per_worker_args)]
+
+
+def _group(topology: list[dict[str, Any]] | None, world: int) -> tuple[PolicyGroup, EchoCluster]:
+    cluster = EchoCluster()
+    group = PolicyGroup(cluster=cluster, ranks=list(range(world)), flops_cfg=None, device="cpu",  # type: ignore[arg-type]
+                        num_ranks=world, record_invariant=lambda _: None, topology=topology)
+    return group, cluster
+
+
+@pytest.mark.parametrize(("pairs", "dp_size", "replica_of", "reporters"), [
+    ([(0, True), (1, True)], 2, [0, 1], [0, 1]),                          # torch DP2, or megatron EP2
+    ([(0, True), (0, False)], 1, [0, 0], [0]),                            # TP2: one replica
+    ([(0, True), (0, False), (1, True), (1, False)], 2, [0, 0, 1, 1], [0, 2]),  # TP2 x DP2
+    ([(1, True), (0, True)], 2, [1, 0], [1, 0]),                          # DP order != rank order
+])
+def test_replica_layout(pairs, dp_size, replica_of, reporters) -> None:
+    assert replica_layout(_topology(pairs, dp_size)) == (dp_size, replica_of, reporters)
+
+
+@pytest.mark.parametrize(("pairs", "dp_size"), [
+    ([(0, True), (0, True)], 1),       # two answers for one replica
+    ([(0, True), (1, False)], 2),      # replica 1 has no reporting rank
+])
+def test_replica_layout_refuses_ambiguous_answers(pairs, dp_size) -> None:
+    with pytest.raises(AssertionError, match="one reporting rank"):
+        replica_layout(_topology(pairs, dp_size))
+
+
+def test_replica_layout_refuses_disagreeing_dp_size() -> None:
+    topology = _topology([(0, True), (0, False)], 1)
+    topology[1]["dp_size"] = 2
+    with pytest.raises(AssertionError, match="disagree"):
+        replica_layout(topology)
+
+
+def test_tp_peers_get_the_same_rows_and_only_reporters_answer() -> None:
+    group, cluster = _group(_topology([(0, True), (0, False), (1, True), (1, False)], 2), 4)
+    assert group.dp_size == 2
+    out = group._run_on_ranks("get_logprobs", ["rows-A", "rows-B"], reference=True)
+    assert [args[0] for args in cluster.calls[0][1]] == ["rows-A", "rows-A", "rows-B", "rows-B"]
+    assert out == [{"rank": 0, "input": "rows-A", "reference": True},
+                   {"rank": 2, "input": "rows-B", "reference": True}]
+
+
+def test_without_topology_every_rank_is_a_replica() -> None:
+    group, cluster = _group(None, 2)
+    assert group.dp_size == 2
+    out = group._run_on_ranks("train", ["a", "b"])
+    assert [r["rank"] for r in out] == [0, 1] and [r["input"] for r in out] == ["a", "b"]
+
+
+def test_load_checkpoint_hands_each_rank_its_optimizer_state() -> None:
+    group, cluster = _group(None, 2)
+    group.load_checkpoint(policy={"w": 1}, optimizer={"per_rank": ["opt0", "opt1"]}, reference=None)
+    assert cluster.calls == [("load_checkpoint", [("opt0",), ("opt1",)])]
+    with pytest.raises(ValueError, match="optimizer state of 3 ranks"):
+        group.load_checkpoint(policy={}, optimizer={"per_rank": [1, 2, 3]}, reference=None)
