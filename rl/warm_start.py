@@ -40,6 +40,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.envs.registry import Env, Problem
 from rl.generation import decode_responses, generate
+from rl.models.image_inputs import ImageLayout, encode_prompts, prompt_rows
 from rl.models.logprobs import token_logprobs
 
 CACHE_FORMAT = 1  # bump when the training procedure changes, to invalidate old entries
@@ -78,24 +79,33 @@ def default_cache_dir() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "rl") / "warm_start"
 
 
-def supervised_batch(
-    tokenizer: PreTrainedTokenizerBase, problems: list[Problem]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded prompt+answer+eos ids, attention mask, and a loss mask on answer+eos tokens."""
-    rows, prompt_lens = [], []
-    for p in problems:
-        prompt = tokenizer(p.prompt, add_special_tokens=False)["input_ids"]
-        answer = tokenizer(p.answer, add_special_tokens=False)["input_ids"]
-        rows.append(prompt + answer + [tokenizer.eos_token_id])
-        prompt_lens.append(len(prompt))
+def supervised_inputs(
+    tokenizer: PreTrainedTokenizerBase, problems: list[Problem], layout: ImageLayout | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """`supervised_batch` plus the row-aligned image columns ({} for text problems).
+
+    An image problem's prompt carries its image placeholder tokens (`prompt_rows`), so
+    `layout` (the VL model's `ImageLayout`) is needed for image tasks.
+    """
+    prompts, images = prompt_rows(tokenizer, problems, layout)
+    answers = tokenizer([p.answer for p in problems], add_special_tokens=False)["input_ids"]
+    rows = [prompt + answer + [tokenizer.eos_token_id] for prompt, answer in zip(prompts, answers)]
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
     attn = torch.zeros_like(ids)
     loss_mask = torch.zeros(len(rows), width)
-    for i, (row, plen) in enumerate(zip(rows, prompt_lens)):
+    for i, (row, prompt) in enumerate(zip(rows, prompts)):
         ids[i, : len(row)] = torch.tensor(row)
         attn[i, : len(row)] = 1
-        loss_mask[i, plen : len(row)] = 1.0
+        loss_mask[i, len(prompt) : len(row)] = 1.0
+    return ids, attn, loss_mask, dict(images or {})
+
+
+def supervised_batch(
+    tokenizer: PreTrainedTokenizerBase, problems: list[Problem], layout: ImageLayout | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded prompt+answer+eos ids, attention mask, and a loss mask on answer+eos tokens."""
+    ids, attn, loss_mask, _ = supervised_inputs(tokenizer, problems, layout)
     return ids, attn, loss_mask
 
 
@@ -125,10 +135,12 @@ def _train(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Env,
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     model.train()
     loss = torch.tensor(float("nan"))
+    layout = ImageLayout.of(model)
     for i in range(cfg.steps):
         # Negative steps: a problem stream disjoint from GRPO's steps (1, 2, ...) under the same seed.
-        ids, attn, loss_mask = supervised_batch(tokenizer, env.sample(cfg.batch_size, seed=seed, step=-1 - i))
-        lp = token_logprobs(model, ids, attn)
+        problems = env.sample(cfg.batch_size, seed=seed, step=-1 - i)
+        ids, attn, loss_mask, images = supervised_inputs(tokenizer, problems, layout)
+        lp = token_logprobs(model, ids, attn, **images)
         loss = -(lp * loss_mask).sum() / loss_mask.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -185,11 +197,11 @@ def evaluate_accuracy(
 ) -> float:
     """Mean reward of one sample per problem (temperature 0 = greedy)."""
     problems = env.sample(num_problems, seed=seed, step=step)
-    prompt_ids = tokenizer([p.prompt for p in problems], add_special_tokens=False, return_tensors="pt")["input_ids"]
+    prompts = encode_prompts(tokenizer, problems, ImageLayout.of(model))
     gen = generate(
-        model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
+        model, prompts.input_ids, max_new_tokens=max_new_tokens, temperature=temperature,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        generator=torch.Generator().manual_seed(seed),
+        generator=torch.Generator().manual_seed(seed), **prompts.columns(),
     )
     texts = decode_responses(tokenizer, gen)
     return sum(env.score(p, t) for p, t in zip(problems, texts)) / len(problems)

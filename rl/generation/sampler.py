@@ -9,6 +9,12 @@ KV tensors and the linear-attention conv/recurrent states) carries the context.
 `gen_logprobs` are temperature-1 log-probs, `log_softmax(raw logits)`, of the sampled tokens,
 whatever the sampling temperature: they are what `token_logprobs` recomputes by teacher forcing
 on the same weights, which is what the GRPO loss and the refit/parity checks compare.
+
+Images (a vision-language model): the prompt forward also gets the row-aligned image columns;
+later steps only feed tokens, and the model continues its multimodal rotary positions from
+the offset it stored at the prompt. The image placeholder tokens are never sampled (their
+logits are masked before the draw, not in the recorded log-probs): a placeholder in a
+response would not match any image when the rollout is scored by teacher forcing.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from rl.models.image_inputs import image_forward_kwargs
 from rl.models.logprobs import gather_logprobs
 
 
@@ -65,7 +72,19 @@ def _returned_cache(out):
     return cache if cache is not None else out.past_key_values
 
 
-def _sample(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
+def _banned_token_ids(model: PreTrainedModel) -> list[int]:
+    """Image/video placeholder ids of a VL model (never valid in a response); [] for text."""
+    config = model.config
+    if getattr(config, "vision_config", None) is None:
+        return []
+    return [int(getattr(config, f)) for f in ("image_token_id", "video_token_id") if getattr(config, f, None) is not None]
+
+
+def _sample(logits: torch.Tensor, temperature: float, generator: torch.Generator,
+            banned: list[int] | None = None) -> torch.Tensor:
+    if banned:
+        logits = logits.clone()
+        logits[:, banned] = float("-inf")
     if temperature == 0.0:
         return logits.argmax(dim=-1)
     probs = torch.softmax(logits / temperature, dim=-1)
@@ -82,6 +101,8 @@ def generate(
     eos_token_id: int,
     pad_token_id: int,
     generator: torch.Generator,
+    pixel_values: torch.Tensor | None = None,
+    image_grid_thw: torch.Tensor | None = None,
 ) -> Generation:
     """Sample up to `max_new_tokens` per row after unpadded, equal-length prompts.
 
@@ -90,6 +111,7 @@ def generate(
             a fixed token length, so a batch needs no padding).
         temperature: > 0 samples from softmax(logits / temperature); 0 is greedy.
         generator: the only source of randomness; same generator state -> same tokens.
+        pixel_values, image_grid_thw: a VL model's row-aligned image columns ([B, N, D], [B, 3]).
     Returns:
         A `Generation`; rows that hit eos are pad (and masked) afterwards.
     """
@@ -109,11 +131,13 @@ def generate(
     was_training = model.training
     model.eval()
     cache_kw = _cache_kwarg(model)
-    out = model(input_ids=prompt_ids, use_cache=True, logits_to_keep=1)
+    banned = _banned_token_ids(model)
+    images = image_forward_kwargs(model, prompt_ids, pixel_values, image_grid_thw)
+    out = model(input_ids=prompt_ids, use_cache=True, logits_to_keep=1, **images)
     cache = _returned_cache(out)
     for i in range(max_new_tokens):
         logits = out.logits[:, -1].float()
-        tok = _sample(logits, temperature, generator)
+        tok = _sample(logits, temperature, generator, banned)
         tok = torch.where(done, torch.full_like(tok, pad_token_id), tok)
         live[:, i] = (~done).long()
         tokens[:, i] = tok

@@ -5,17 +5,24 @@
 """
 
 from rl.models import qwen3_5 as _qwen3_5  # noqa: F401  (registers the qwen3_5 families)
+from rl.models import vision as _vision  # noqa: F401  (registers their vision-language classes)
+from rl.models.image_inputs import IMAGE_FIELDS, ImageLayout, PromptBatch, encode_prompts
 from rl.models.logprobs import gather_logprobs, token_logprobs
-from rl.models.registry import ModelBuilder, Registry, build_model, registry
+from rl.models.registry import ModelBuilder, Registry, build_model, registry, vision_registry
 from rl.models.tiny_configs import TINY_CONFIGS, tiny_config
 
 __all__ = [
+    "IMAGE_FIELDS",
+    "ImageLayout",
     "ModelBuilder",
+    "PromptBatch",
     "Registry",
     "TINY_CONFIGS",
     "build_model",
+    "encode_prompts",
     "gather_logprobs",
     "registry",
     "tiny_config",
     "token_logprobs",
+    "vision_registry",
 ]

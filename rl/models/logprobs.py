@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
+from rl.models.image_inputs import image_forward_kwargs
+
 
 def gather_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
     """log_softmax(logits)[..., token_ids] computed in fp32; shapes [..., V] and [...] -> [...]."""
@@ -18,7 +20,12 @@ def gather_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tens
 
 
 def token_logprobs(
-    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    pixel_values: torch.Tensor | None = None,
+    image_grid_thw: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """out[:, t] = log p(input_ids[:, t] | input_ids[:, :t]); out[:, 0] = 0; padding gives 0.
 
@@ -29,6 +36,8 @@ def token_logprobs(
     Args:
         input_ids: LongTensor [B, T].
         attention_mask: LongTensor [B, T], 1 on real tokens, a prefix of each row.
+        pixel_values, image_grid_thw: a vision-language model's row-aligned image columns,
+            [B, N, D] and [B, 3] (`rl.models.image_inputs`); None for text.
     Returns:
         FloatTensor [B, T] (float32).
     """
@@ -36,7 +45,8 @@ def token_logprobs(
         raise ValueError(
             f"input_ids {tuple(input_ids.shape)} and attention_mask {tuple(attention_mask.shape)} must be equal [B, T]"
         )
-    out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+    images = image_forward_kwargs(model, input_ids, pixel_values, image_grid_thw)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **images)
     lp = gather_logprobs(out.logits[:, :-1], input_ids[:, 1:])
     lp = lp * attention_mask[:, 1:].to(lp.dtype)
     return torch.cat([lp.new_zeros(lp.shape[0], 1), lp], dim=1)

@@ -37,6 +37,8 @@ class Registry(dict):
 
 
 registry: Registry = Registry()
+# `model.modality: vision` builders (vision-language classes), by the same family names.
+vision_registry: Registry = Registry()
 
 
 def build_model(model_cfg: dict, *, vocab_size: int, seed: int) -> PreTrainedModel:
@@ -57,4 +59,7 @@ def build_model(model_cfg: dict, *, vocab_size: int, seed: int) -> PreTrainedMod
         raise ValueError(f"model.modality: {modality!r} is not one of {list(MODALITIES)}")
     if vocab_size <= 0:
         raise ValueError(f"vocab_size must be positive, got {vocab_size}")
-    return registry[family](model_cfg, vocab_size=vocab_size, seed=seed)
+    builders = vision_registry if modality == "vision" else registry
+    if family not in builders:
+        raise ValueError(f"model.family: {family!r} has no {modality} model; known: {sorted(builders)}")
+    return builders[family](model_cfg, vocab_size=vocab_size, seed=seed)

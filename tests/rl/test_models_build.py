@@ -61,7 +61,7 @@ def test_registry_and_errors() -> None:
     with pytest.raises(ValueError, match="model.config.layer_types"):
         build_model(cfg("qwen3_5", layer_types=["full_attention"]), vocab_size=VOCAB, seed=0)
     with pytest.raises(ValueError, match="model.modality"):
-        build_model({**cfg("qwen3_5"), "modality": "vision"}, vocab_size=VOCAB, seed=0)
+        build_model({**cfg("qwen3_5"), "modality": "audio"}, vocab_size=VOCAB, seed=0)
     with pytest.raises(ValueError, match="model.path"):
         build_model({**cfg("qwen3_5"), "path": "/nonexistent/ckpt"}, vocab_size=VOCAB, seed=0)
     assert tiny_config("qwen3_5")["num_hidden_layers"] == 4
