@@ -17,13 +17,14 @@ from typing import Any, Union
 
 import yaml
 
+from rl.algorithms.loss import LossConfig  # the loss section is the loss's own config
+
 __all__ = [
     "AlgorithmConfig",
     "CheckpointConfig",
     "ClusterConfig",
     "DataPlaneConfig",
     "GenerationConfig",
-    "LossSection",
     "ModelConfig",
     "OptimizerConfig",
     "ParallelConfig",
@@ -91,18 +92,6 @@ class GenerationConfig:
 
 
 @dataclass(kw_only=True)
-class LossSection:
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    kl_beta: float = 0.0
-    is_correction: bool = True
-    truncation: str | None = None
-    tis_cap: float = 2.0
-    icepop_low: float = 0.5
-    icepop_high: float = 2.0
-
-
-@dataclass(kw_only=True)
 class WarmStartConfig:
     steps: int = 0
     lr: float = 3.0e-3
@@ -120,7 +109,7 @@ class AlgorithmConfig:
     normalize_rewards: bool = True
     dynamic_sampling: bool = False
     overlong_filtering: bool = False
-    loss: LossSection = field(default_factory=LossSection)
+    loss: LossConfig = field(default_factory=LossConfig)
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
 
 
