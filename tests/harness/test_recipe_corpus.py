@@ -62,3 +62,40 @@ def test_cli_show_exits_2_with_one_line(stem: str):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: ") and expect in lines[0], lines[0]
+
+
+
+def _cli_cases() -> list[tuple[str, Path]]:
+    """Every case for show and run; for validate (which takes no overrides), the file-only ones."""
+    cases = [(command, path) for command in ("show", "run") for path in CASES]
+    return cases + [("validate", path) for path in CASES if not _header(path)[1]]
+
+
+@pytest.mark.parametrize(("command", "path"), _cli_cases(), ids=lambda x: getattr(x, "stem", x))
+def test_every_bad_recipe_is_exit_2_from_the_cli(command: str, path: Path, monkeypatch, capsys, tmp_path):
+    """In-process through `harness.cli.main`: exit 2, one line, no traceback, nothing launched."""
+    from harness.cli import main
+
+    monkeypatch.chdir(ROOT)
+    expect, args = _header(path)
+    argv = [command, str(path)]
+    if command != "validate":
+        argv += list(args.get("overrides", ()))
+        if args.get("scale"):
+            argv += ["--scale", args["scale"]]
+            if args["scale"] != "tiny":  # argparse refuses the value before the recipe is read
+                expect = "invalid choice"
+    if command == "run":
+        argv += ["--out", str(tmp_path / "run"), "--dry-run"]
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's usage errors
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    if command == "validate":
+        assert path.name in err and "FAIL" in err, err
+    else:
+        assert err.count("\n") == 1 and err.startswith("error: ") and expect in err, err
+    assert not (tmp_path / "run").exists()
