@@ -59,7 +59,7 @@ class Plan:
 def _policy_parallel(recipe: Mapping, world: int, problems: list[str]) -> dict[str, Any]:
     par = recipe["policy"]["parallel"]
     tp, pp, cp = int(par["tp"]), int(par["pp"]), int(par["cp"])
-    ep, etp, sp = int(par["ep"]), int(par.get("etp") or par["tp"]), bool(par["sp"])
+    ep, etp, sp = int(par["ep"]), int(par.get("etp") or 1), bool(par["sp"])
     model_parallel = tp * pp * cp
     if world % model_parallel:
         problems.append(
@@ -81,11 +81,6 @@ def _policy_parallel(recipe: Mapping, world: int, problems: list[str]) -> dict[s
             )
     if tp == 1 and sp:
         problems.append("policy.parallel.sp: sequence parallel needs policy.parallel.tp > 1")
-    if ep > 1 and tp > 1 and not sp:
-        problems.append(
-            "policy.parallel.sp must be true: megatron-core refuses expert parallel with tensor parallel "
-            "without sequence parallel"
-        )
     backend = recipe["policy"]["backend"]
     if backend == "torch" and (tp, pp, cp, ep) != (1, 1, 1, 1):
         problems.append(
@@ -115,6 +110,11 @@ def _check_model(size: ModelSize, cfg: Mapping, policy: dict, gen_tp: int, probl
     if policy["pp"] > 1 and size.num_layers % policy["pp"]:
         problems.append(
             f"policy.parallel.pp = {policy['pp']} does not divide model.config.num_hidden_layers = {size.num_layers}"
+        )
+    if size.num_experts and policy["tp"] > 1 and not policy["sp"]:
+        problems.append(
+            "policy.parallel.sp must be true: megatron-core's MoE layer refuses tensor parallel "
+            "without sequence parallel"
         )
     ep = policy["ep"]
     if ep > 1 and size.num_experts == 0:

@@ -58,6 +58,7 @@ def test_production_plan_is_sound():
         ({"policy__parallel": {"tp": 2, "pp": 1, "cp": 2, "ep": 12, "etp": 1, "sp": True}}, "model.config.num_experts"),
         ({"policy__parallel": {"tp": 2, "pp": 1, "cp": 2, "ep": 16, "etp": 2, "sp": True}}, "policy.parallel.etp x ep x pp"),
         ({"policy__parallel": {"tp": 2, "pp": 1, "cp": 2, "ep": 16, "etp": 1, "sp": False}}, "policy.parallel.sp must be true"),
+        ({"policy__parallel": {"tp": 2, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": False}}, "policy.parallel.sp must be true"),
         ({"policy__parallel": {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": True}}, "needs policy.parallel.tp > 1"),
         ({"policy__parallel": {"tp": 16, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": True}}, "num_key_value_heads"),
         ({"policy__parallel": {"tp": 1, "pp": 16, "cp": 1, "ep": 1, "etp": 1, "sp": False}}, "num_hidden_layers"),
