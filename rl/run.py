@@ -122,7 +122,7 @@ class Engine:
         from rl.algorithms.grpo import GRPODriver
         from rl.cluster import Cluster, start_ray
         from rl.envs import make_env
-        from rl.models import build_model
+        from rl.models import ImageLayout, build_model
         from rl.tokenizer import load_tokenizer
         from rl.warm_start import warm_start
         from rl.workers import GenerationWorker, PolicyWorker
@@ -183,8 +183,8 @@ class Engine:
                       "temperature": cfg.generation.temperature,
                       "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
 
-        def generate(prompt_ids: Any, *, seed: int) -> dict:
-            return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, **gen_kwargs)[0]
+        def generate(prompt_ids: Any, *, seed: int, **images: Any) -> dict:
+            return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, **gen_kwargs, **images)[0]
 
         def refit(version: int) -> float:
             state, every_rank = self.policy.state_dict_ref()  # a collective: all ranks gather
@@ -192,7 +192,7 @@ class Engine:
             return cluster.get([*every_rank, load], [*(h.name for h in ranks), gen.name], timeout_s=300)[-1]
 
         self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=generate, refit=refit,
-                                 tokenizer=tokenizer, env=env, store=path)
+                                 tokenizer=tokenizer, env=env, store=path, layout=ImageLayout.of(model))
         if self.ckpt is not None:
             self.driver.cursor = self.ckpt.cursor
 

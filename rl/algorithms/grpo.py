@@ -20,6 +20,7 @@ from rl.config import RunConfig
 from rl.generation import Generation, decode_responses
 from rl.metrics import Timer
 from rl.metrics.mfu import mfu
+from rl.models.image_inputs import ImageLayout, encode_prompts
 
 __all__ = ["GRPODriver", "logprob_digest"]
 
@@ -57,15 +58,19 @@ class GRPODriver:
     Args:
         cfg: the run config.
         policy: driver-side policy group (`get_logprobs`, `train`, `dp_size`).
-        generate: `prompt_ids, seed -> dict of Generation fields` (the generation worker call).
+        generate: `prompt_ids, seed, **images -> dict of Generation fields` (the generation
+            worker call; `images` are the row-aligned image columns of a vision task).
         refit: `version -> seconds spent loading weights into the generator`.
         tokenizer, env: the recipe's tokenizer and task.
         store: the data path (legacy or TQ).
         flops_config: FLOPs shapes of the model.
+        layout: how a vision-language model takes images (`ImageLayout.of(model)`); None for text.
+        Image columns (`pixel_values`, `image_grid_thw`) then travel with their rows like any other.
     """
 
     def __init__(self, *, cfg: RunConfig, policy: Any, generate: Callable[..., dict],
-                 refit: Callable[[int], float], tokenizer: Any, env: Any, store: Any) -> None:
+                 refit: Callable[[int], float], tokenizer: Any, env: Any, store: Any,
+                 layout: ImageLayout | None = None) -> None:
         self.cfg = cfg
         self.alg = cfg.algorithm
         self.policy = policy
@@ -74,6 +79,7 @@ class GRPODriver:
         self.tokenizer = tokenizer
         self.env = env
         self.store = store
+        self.layout = layout
         self.loss_cfg = asdict(cfg.algorithm.loss)
         self.cursor = 0  # batches of prompts drawn so far (the data cursor)
 
@@ -84,10 +90,10 @@ class GRPODriver:
         cursor = self.cursor
         self.cursor += 1
         problems = self.env.sample(self.alg.prompts_per_step, seed=self.alg.seed, step=cursor)
-        prompt_ids = self.tokenizer([p.prompt for p in problems], add_special_tokens=False,
-                                    return_tensors="pt")["input_ids"]
-        out = self._generate(prompt_ids.repeat_interleave(G, dim=0),
-                             seed=self.alg.seed * 1_000_003 + cursor)
+        prompts = encode_prompts(self.tokenizer, problems, self.layout)
+        images = {k: v.repeat_interleave(G, dim=0) for k, v in prompts.columns().items()}
+        out = self._generate(prompts.input_ids.repeat_interleave(G, dim=0),
+                             seed=self.alg.seed * 1_000_003 + cursor, **images)
         gen = Generation(**{k: out[k] for k in ("input_ids", "attention_mask", "response_mask",
                                                  "gen_logprobs", "lengths", "truncated")},
                          prompt_length=int(out["prompt_length"]))
@@ -96,6 +102,7 @@ class GRPODriver:
                                dtype=torch.float32)
         uids = [f"c{cursor}p{j}" for j in range(len(problems)) for _ in range(G)]
         columns = {k: out[k] for k in ("input_ids", "attention_mask", "response_mask", "gen_logprobs")}
+        columns.update(images)
         return Rollout(columns=columns, rewards=rewards, lengths=out["lengths"],
                        truncated=out["truncated"], uids=uids)
 

@@ -106,6 +106,9 @@ class MegatronBackend:
                  precision: str = "fp32", distributed_optimizer: bool = False) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"policy.precision: {precision!r} is not one of {sorted(PRECISIONS)}")
+        if model_cfg.get("modality", "text") != "text":
+            raise ValueError("policy.backend: the megatron backend trains text models only (no vision "
+                             "tower mapping yet); use policy.backend: torch for model.modality: vision")
         if distributed_optimizer and megatron_shims.on_cpu():
             raise ValueError("policy.distributed_optimizer: megatron-core's DistributedOptimizer "
                              "accepts CUDA tensors only; set it false for CPU runs")

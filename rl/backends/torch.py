@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from rl.algorithms.loss import LossConfig, clipped_pg_loss
 from rl.backends import register
-from rl.models import build_model, token_logprobs
+from rl.models import IMAGE_FIELDS, build_model, token_logprobs
 
 __all__ = ["TorchBackend", "micro_batches"]
 
@@ -103,14 +103,19 @@ class TorchBackend:
 
     @torch.no_grad()
     def logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
-                 reference: bool = False) -> torch.Tensor:
-        """[B, T] token log-probs under the policy (or the frozen reference)."""
+                 reference: bool = False, **images: torch.Tensor) -> torch.Tensor:
+        """[B, T] token log-probs under the policy (or the frozen reference); `images` are a
+        vision-language model's row-aligned image columns (`IMAGE_FIELDS`)."""
         model = self.reference if reference else self.model
         if input_ids.shape[0] == 0:
             return torch.zeros(input_ids.shape, dtype=torch.float32)
         outs = []
-        for mb, real in micro_batches({"ids": input_ids, "mask": attention_mask}, self.micro_batch_size):
-            outs.append(token_logprobs(model, mb["ids"], mb["mask"])[:real])
+        unknown = set(images) - set(IMAGE_FIELDS)
+        assert not unknown, f"unknown image columns {sorted(unknown)}"
+        columns = {"input_ids": input_ids, "attention_mask": attention_mask, **images}
+        for mb, real in micro_batches(columns, self.micro_batch_size):
+            extra = {f: mb[f] for f in images}
+            outs.append(token_logprobs(model, mb["input_ids"], mb["attention_mask"], **extra)[:real])
         return torch.cat(outs)
 
     # --- training ------------------------------------------------------------------------
@@ -124,10 +129,12 @@ class TorchBackend:
         totals: dict[str, float] = {}
         rows = batch["input_ids"].shape[0]
         if rows:
-            for mb, real in micro_batches({k: batch[k] for k in TRAIN_FIELDS}, self.micro_batch_size):
+            images = tuple(f for f in IMAGE_FIELDS if f in batch)
+            for mb, real in micro_batches({k: batch[k] for k in TRAIN_FIELDS + images}, self.micro_batch_size):
                 mb["sample_mask"] = mb["sample_mask"].clone()
                 mb["sample_mask"][real:] = 0  # padding rows carry no loss and no metric
-                curr = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"])
+                curr = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
+                                      **{f: mb[f] for f in images})
                 loss, metrics = clipped_pg_loss(
                     curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"],
                     gen_logprobs=mb["gen_logprobs"], ref_logprobs=mb["ref_logprobs"],

@@ -42,11 +42,12 @@ class GenerationWorker(WorkerBase):
 
     @torch.no_grad()
     def generate(self, prompt_ids: torch.Tensor, *, seed: int, max_new_tokens: int, temperature: float,
-                 eos_token_id: int, pad_token_id: int) -> dict[str, torch.Tensor]:
-        """Rollouts for [B, P] prompts; every random draw comes from a generator seeded with `seed`."""
+                 eos_token_id: int, pad_token_id: int, **images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Rollouts for [B, P] prompts; every random draw comes from a generator seeded with `seed`.
+        `images`: a vision-language model's row-aligned `pixel_values` and `image_grid_thw`."""
         generator = torch.Generator().manual_seed(seed)
         gen = generate(self.model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
-                       eos_token_id=eos_token_id, pad_token_id=pad_token_id, generator=generator)
+                       eos_token_id=eos_token_id, pad_token_id=pad_token_id, generator=generator, **images)
         return {"input_ids": gen.input_ids, "attention_mask": gen.attention_mask,
                 "response_mask": gen.response_mask, "gen_logprobs": gen.gen_logprobs,
                 "lengths": gen.lengths, "truncated": gen.truncated,

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from rl.cluster import Cluster, WorkerHandle
 from rl.data import BatchedDataDict, KVBatchMeta
+from rl.models.image_inputs import IMAGE_FIELDS
 from rl.data.dispatch import dp_dispatch, flops_post_train
 
 __all__ = ["PolicyGroup", "replica_layout", "sum_rank_metrics"]
@@ -112,7 +113,8 @@ class PolicyGroup:
     @dp_dispatch
     def get_logprobs(self, batch: BatchedDataDict, *, reference: bool = False) -> BatchedDataDict:
         """`prev_logprobs` (or `ref_logprobs`) for every row, in the batch's order."""
-        inputs = BatchedDataDict({k: batch[k] for k in LOGPROB_INPUTS})
+        keys = LOGPROB_INPUTS + tuple(f for f in IMAGE_FIELDS if f in batch)  # a VL model's images
+        inputs = BatchedDataDict({k: batch[k] for k in keys})
         shards = inputs.shard_by_batch_size(self.dp_size)
         results = self._run_on_ranks("get_logprobs", shards, reference=reference)
         return BatchedDataDict.from_batches(results)

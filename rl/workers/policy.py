@@ -24,6 +24,7 @@ import torch.distributed as dist
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
 from rl.data import BatchedDataDict, KVBatchMeta
+from rl.models.image_inputs import IMAGE_FIELDS
 from rl.workers.base import WorkerBase
 
 __all__ = ["PolicyWorker"]
@@ -78,6 +79,11 @@ class PolicyWorker(WorkerBase):
             return self._plane_client().get(data, list(fields))
         return {f: data[f] for f in fields}
 
+    def _image_fields(self, data: BatchedDataDict | KVBatchMeta) -> tuple[str, ...]:
+        """The row-aligned image columns these rows carry (a vision-language model), else ()."""
+        present = data.fields if isinstance(data, KVBatchMeta) else data
+        return tuple(f for f in IMAGE_FIELDS if f in present)
+
     def _answer(self, data: BatchedDataDict | KVBatchMeta, columns: dict[str, torch.Tensor]) -> Any:
         """Legacy: the columns themselves. TQ: write them back and return the updated receipt."""
         if isinstance(data, KVBatchMeta):
@@ -88,8 +94,10 @@ class PolicyWorker(WorkerBase):
 
     def get_logprobs(self, data: BatchedDataDict | KVBatchMeta, *, reference: bool = False) -> Any:
         """Column `prev_logprobs` (or `ref_logprobs`) for each row."""
-        cols = self._read(data, SEQ_FIELDS)
-        lp = self.backend.logprobs(cols["input_ids"], cols["attention_mask"], reference=reference)
+        images = self._image_fields(data)
+        cols = self._read(data, SEQ_FIELDS + images)
+        lp = self.backend.logprobs(cols["input_ids"], cols["attention_mask"], reference=reference,
+                                   **{f: cols[f] for f in images})
         if not self.backend.reports_metrics:
             return None  # a TP peer of a reporting rank: same values, dropped by the driver
         return self._answer(data, {"ref_logprobs" if reference else "prev_logprobs": lp})
@@ -99,7 +107,7 @@ class PolicyWorker(WorkerBase):
         """One optimizer step; metrics are this rank's share of the global means."""
         from rl.backends.torch import TRAIN_FIELDS
 
-        cols = self._read(data, TRAIN_FIELDS)
+        cols = self._read(data, TRAIN_FIELDS + self._image_fields(data))
         out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=LossConfig.from_dict(loss_cfg))
         out["rows"] = int(cols["input_ids"].shape[0])
         return out
