@@ -5,10 +5,37 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import yaml
+
 from harness.checks.parity import compare_metrics
 from harness.console import format_verdicts
 from harness.errors import UsageError
 from harness.metrics import read_metrics
+
+MAX_LISTED = 8
+
+
+def leaf_differences(a: object, b: object, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two resolved recipes."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b), key=str):
+            out += leaf_differences(a.get(key), b.get(key), f"{prefix}{key}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def describe_recipes(runs: list[Path]) -> str:
+    """One line saying how the two runs' recipe.yaml differ, so a stale or mismatched run shows."""
+    paths = [run / "recipe.yaml" for run in runs]
+    if not all(p.exists() for p in paths):
+        return "recipes: not both runs have a recipe.yaml; cannot say what differs"
+    a, b = (yaml.safe_load(p.read_text(encoding="utf-8")) for p in paths)
+    diff = leaf_differences(a, b)
+    if not diff:
+        return "recipes: identical"
+    more = f" (+{len(diff) - MAX_LISTED} more)" if len(diff) > MAX_LISTED else ""
+    return "recipes differ in: " + ", ".join(diff[:MAX_LISTED]) + more
 
 
 def main(args: argparse.Namespace) -> int:
@@ -18,6 +45,7 @@ def main(args: argparse.Namespace) -> int:
     for run in runs:
         if not run.exists():
             raise UsageError(f"{run}: no such run dir")
+    print(describe_recipes(runs))
     a, b = (read_metrics(run) for run in runs)
     verdicts = compare_metrics(a, b, names=(runs[0].name, runs[1].name), tolerance=args.tolerance)
     print(format_verdicts(verdicts), end="")

@@ -155,3 +155,14 @@ def test_a_run_dir_without_metrics_fails_with_exit_1(tmp_path, capsys):
     assert main(["check", str(run)]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "miss 5 of 5 steps" in out
+
+
+def test_compare_says_how_the_recipes_differ(tmp_path, capsys):
+    a = write_run(tmp_path / "a")
+    b = write_run(tmp_path / "b")
+    recipe = yaml.safe_load((b / "recipe.yaml").read_text())
+    recipe["data_plane"]["backend"] = "tq"
+    recipe["algorithm"]["seed"] = 7
+    (b / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    main(["compare", str(a), str(b)])
+    assert "recipes differ in: algorithm.seed, data_plane.backend" in capsys.readouterr().out
