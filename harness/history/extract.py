@@ -52,11 +52,28 @@ def last_value(series: Mapping[int, float]) -> float | None:
     return _finite(series[max(series)]) if series else None
 
 
+def metrics_path(run_dir: Path) -> Path | None:
+    """The run's metrics.jsonl; for a parity run, its first variant's (the baseline the others match)."""
+    run_dir = Path(run_dir)
+    if (run_dir / "metrics.jsonl").exists():
+        return run_dir / "metrics.jsonl"
+    status = run_dir / "status.json"
+    try:
+        variants = list(json.loads(status.read_text(encoding="utf-8")).get("variants") or {})
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        variants = []
+    for name in variants:
+        if (run_dir / name / "metrics.jsonl").exists():
+            return run_dir / name / "metrics.jsonl"
+    return None
+
+
 def key_metrics(run_dir: Path) -> KeyMetrics:
     """What the history keeps of a run dir; missing files give None fields, never an error."""
     run_dir = Path(run_dir)
     try:
-        metrics = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
+        path = metrics_path(run_dir)
+        metrics = read_metrics(path) if path is not None else {}
     except MetricsError:
         metrics = {}
     wall = None

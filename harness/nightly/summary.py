@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.history.extract import metrics_path
 from harness.metrics import MetricsError, read_metrics
 from harness.nightly.charts import overlay_chart, wall_time_chart
 from harness.nightly.signatures import SIGNATURES
@@ -139,7 +140,10 @@ def draw(out: Path, rows: Sequence[dict]) -> list[str]:
     curves = {}
     for r in ran:
         try:
-            metrics = read_metrics(Path(r["outcome"]["run"]["attempts"][-1]["run_dir"]) / "metrics.jsonl")
+            path = metrics_path(Path(r["outcome"]["run"]["attempts"][-1]["run_dir"]))
+            if path is None:
+                continue
+            metrics = read_metrics(path)
         except (MetricsError, OSError):
             continue
         if metrics.get(CURVE):
