@@ -39,10 +39,10 @@ from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker  # 
 
 megatron_shims.portable_tensor_pickles()
 
-from rl.algorithms.loss import LossConfig, clipped_pg_loss  # noqa: E402
+from rl.algorithms.loss import LossConfig  # noqa: E402
 from rl.backends import megatron_config as mcfg  # noqa: E402
 from rl.backends import megatron_convert as conv  # noqa: E402
-from rl.backends.torch import TRAIN_FIELDS, micro_batches  # noqa: E402
+from rl.backends.torch import TRAIN_FIELDS, backward_micro_batch, micro_batches  # noqa: E402
 from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
 
 __all__ = ["MegatronBackend", "hf_config_of"]
@@ -218,17 +218,8 @@ class MegatronBackend:
         totals: dict[str, float] = {}
         if batch["input_ids"].shape[0]:
             for mb, real in micro_batches({k: batch[k] for k in TRAIN_FIELDS}, self.micro_batch_size):
-                mb["sample_mask"] = mb["sample_mask"].clone()
-                mb["sample_mask"][real:] = 0  # padding rows carry no loss and no metric
                 curr = self._forward_logprobs(self.ddp, mb["input_ids"], mb["attention_mask"])
-                loss, metrics = clipped_pg_loss(
-                    curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"],
-                    gen_logprobs=mb["gen_logprobs"], ref_logprobs=mb["ref_logprobs"],
-                    advantages=mb["advantages"], token_mask=mb["response_mask"],
-                    sample_mask=mb["sample_mask"], cfg=loss_cfg, num_tokens=num_tokens)
-                loss.backward()
-                for key, value in metrics.items():
-                    totals[key] = totals.get(key, 0.0) + float(value)
+                backward_micro_batch(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
         finalize_model_grads([self.ddp])
         _, grad_norm, _ = self.optimizer.step()
         clear_aux_losses_tracker()

@@ -22,7 +22,7 @@ from rl.algorithms.loss import LossConfig, clipped_pg_loss
 from rl.backends import register
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
 
-__all__ = ["TorchBackend", "micro_batches"]
+__all__ = ["TorchBackend", "backward_micro_batch", "micro_batches"]
 
 # Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
 TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", "prev_logprobs",
@@ -53,6 +53,24 @@ def _check_data_parallel_only(parallel: dict | None, precision: str, distributed
         raise ValueError(f"policy.precision: the torch backend trains in fp32 only, got {precision!r}")
     if distributed_optimizer:
         raise ValueError("policy.distributed_optimizer: the torch backend has no distributed optimizer")
+
+
+def backward_micro_batch(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,
+                         num_tokens: int, totals: dict[str, float]) -> None:
+    """ClippedPG loss of one micro-batch from its current log-probs, backward, metrics summed into totals.
+
+    Rows past `real` are padding copies (see `micro_batches`): they carry no loss and no metric.
+    Shared by every backend, so the loss a backend trains on cannot drift from another's.
+    """
+    sample_mask = mb["sample_mask"].clone()
+    sample_mask[real:] = 0
+    loss, metrics = clipped_pg_loss(
+        curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"], gen_logprobs=mb["gen_logprobs"],
+        ref_logprobs=mb["ref_logprobs"], advantages=mb["advantages"], token_mask=mb["response_mask"],
+        sample_mask=sample_mask, cfg=loss_cfg, num_tokens=num_tokens)
+    loss.backward()
+    for key, value in metrics.items():
+        totals[key] = totals.get(key, 0.0) + float(value)
 
 
 @register("torch")
@@ -131,18 +149,9 @@ class TorchBackend:
         if rows:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
             for mb, real in micro_batches({k: batch[k] for k in TRAIN_FIELDS + images}, self.micro_batch_size):
-                mb["sample_mask"] = mb["sample_mask"].clone()
-                mb["sample_mask"][real:] = 0  # padding rows carry no loss and no metric
                 curr = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
                                       **{f: mb[f] for f in images})
-                loss, metrics = clipped_pg_loss(
-                    curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"],
-                    gen_logprobs=mb["gen_logprobs"], ref_logprobs=mb["ref_logprobs"],
-                    advantages=mb["advantages"], token_mask=mb["response_mask"],
-                    sample_mask=mb["sample_mask"], cfg=loss_cfg, num_tokens=num_tokens)
-                loss.backward()
-                for key, value in metrics.items():
-                    totals[key] = totals.get(key, 0.0) + float(value)
+                backward_micro_batch(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
         grad_norm = self._reduce_and_step()
         totals["grad_norm"] = grad_norm
         return totals
