@@ -11,6 +11,10 @@ EP>1 every rank is a data-parallel rank (experts exchange tokens inside the forw
 are summable over DP ranks: read them from ranks where `reports_metrics` is true (TP rank 0).
 `state_dict()` and `optimizer_state()` are collectives: every rank must call them.
 
+Vision-language models (`model.modality: vision`) train as GPTModel + the HF vision tower
+(`rl.backends.megatron_vision`); their image columns go to `logprobs` and `train_step` as with
+the torch backend.
+
 Pipeline and context parallelism (pp, cp > 1) are refused with a ValueError naming the field.
 """
 
@@ -42,7 +46,9 @@ megatron_shims.portable_tensor_pickles()
 from rl.algorithms.loss import LossConfig  # noqa: E402
 from rl.backends import megatron_config as mcfg  # noqa: E402
 from rl.backends import megatron_convert as conv  # noqa: E402
+from rl.backends import megatron_vision as mvis  # noqa: E402
 from rl.backends.torch import TRAIN_FIELDS, backward_micro_batch, micro_batches  # noqa: E402
+from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
 from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
 
 __all__ = ["MegatronBackend", "hf_config_of"]
@@ -106,27 +112,26 @@ class MegatronBackend:
                  precision: str = "fp32", distributed_optimizer: bool = False) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"policy.precision: {precision!r} is not one of {sorted(PRECISIONS)}")
-        if model_cfg.get("modality", "text") != "text":
-            raise ValueError("policy.backend: the megatron backend trains text models only (no vision "
-                             "tower mapping yet); use policy.backend: torch for model.modality: vision")
         if distributed_optimizer and megatron_shims.on_cpu():
             raise ValueError("policy.distributed_optimizer: megatron-core's DistributedOptimizer "
                              "accepts CUDA tensors only; set it false for CPU runs")
         self.parallel = mcfg.ParallelConfig.from_dict(parallel)
         _ensure_process_group()
         _init_parallel(self.parallel, seed)
-        self.hf_config = hf_config_of(model_cfg, vocab_size)
+        self.vl_config = mvis.vl_config_of(model_cfg, vocab_size) if model_cfg.get("modality") == "vision" else None
+        self.hf_config = self.vl_config.text_config if self.vl_config else hf_config_of(model_cfg, vocab_size)
         self.config = mcfg.transformer_config(self.hf_config, parallel=self.parallel,
                                               params_dtype=PRECISIONS[precision])
+        if self.vl_config:
+            self.config.mrope_section = list(mvis.mrope_section_of(self.hf_config))
         self.micro_batch_size = micro_batch_size
         self.rank = conv.ShardRank(
             tp_rank=ps.get_tensor_model_parallel_rank(), tp_size=self.parallel.tp,
             ep_rank=ps.get_expert_model_parallel_rank(), ep_size=self.parallel.ep,
             etp_rank=ps.get_expert_tensor_parallel_rank(), etp_size=self.parallel.etp)
         self.num_experts = int(getattr(self.hf_config, "num_experts", 0) or 0)
-        full = conv.hf_to_mcore(weights, self.hf_config)
-        self.gpt = self._build(full)
-        self.reference_gpt = self._build(full).requires_grad_(False)
+        self.gpt = self._build(weights)
+        self.reference_gpt = self._build(weights).requires_grad_(False)
         self.model = self._wrap(self.gpt)
         self.reference = self._wrap(self.reference_gpt).eval()
         ddp_config = DistributedDataParallelConfig(
@@ -141,21 +146,38 @@ class MegatronBackend:
 
     # --- construction --------------------------------------------------------------------------
 
-    def _build(self, full: dict[str, torch.Tensor]) -> GPTModel:
-        model = GPTModel(config=self.config, transformer_layer_spec=mcfg.block_spec(self.config),
-                         vocab_size=self.hf_config.vocab_size, pre_process=True, post_process=True,
-                         share_embeddings_and_output_weights=bool(self.hf_config.tie_word_embeddings),
-                         **mcfg.rope_kwargs(self.hf_config))
-        local = conv.shard(full, rank=self.rank, num_experts=self.num_experts)
-        result = model.load_state_dict(local, strict=False)
+    def _build(self, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+        """GPTModel (or, for a VL model, GPTModel + vision tower) holding this rank's shard of `weights`."""
+        text, visual = mvis.split_hf(weights) if self.vl_config else (weights, None)
+        rope = mcfg.rope_kwargs(self.hf_config)
+        if self.vl_config:  # M-RoPE; image features go in before the sequence-parallel scatter
+            rope.update(position_embedding_type="mrope", scatter_embedding_sequence_parallel=False)
+        gpt = GPTModel(config=self.config, transformer_layer_spec=mcfg.block_spec(self.config),
+                       vocab_size=self.hf_config.vocab_size, pre_process=True, post_process=True,
+                       share_embeddings_and_output_weights=bool(self.hf_config.tie_word_embeddings), **rope)
+        local = conv.shard(conv.hf_to_mcore(text, self.hf_config), rank=self.rank, num_experts=self.num_experts)
+        result = gpt.load_state_dict(local, strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
         assert not missing and not result.unexpected_keys, (missing, result.unexpected_keys)
+        model: torch.nn.Module = gpt
+        if self.vl_config:
+            tower = mvis.build_vision_tower(self.vl_config)
+            tower.load_state_dict(visual)
+            model = mvis.VisionLanguageModel(self.config, language_model=gpt, vision_model=tower,
+                                             image_token_id=self.vl_config.image_token_id, text_config=self.hf_config)
         if not megatron_shims.on_cpu():
             model.cuda(torch.cuda.current_device())
         return model
 
-    def _wrap(self, model: GPTModel) -> torch.nn.Module:
-        return Float16Module(self.config, model) if self.config.bf16 else model
+    def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        if not self.config.bf16:
+            return model
+        fp32_buffers = {n: b.clone() for n, b in model.named_buffers() if b.is_floating_point()}
+        wrapped = Float16Module(self.config, model)
+        for name, buf in model.named_buffers():  # rotary frequencies stay fp32 (as HF keeps them)
+            if name in fp32_buffers:
+                buf.data = fp32_buffers[name]
+        return wrapped
 
     # --- topology (for the worker) -------------------------------------------------------------
 
@@ -177,32 +199,53 @@ class MegatronBackend:
     def _device(self) -> torch.device:
         return torch.device("cpu") if megatron_shims.on_cpu() else torch.device("cuda", torch.cuda.current_device())
 
-    def _forward_logprobs(self, model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _forward_logprobs(self, model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
+                          images: dict[str, torch.Tensor]) -> torch.Tensor:
         """[B, T] fp32 log-probs, out[:, 0] = 0, 0 on padding (the HF `token_logprobs` contract)."""
         rows, length = ids.shape
         pad = (-length) % self.parallel.tp if self.parallel.sp else 0
         dev = self._device()
-        ids_d = torch.nn.functional.pad(ids, (0, pad)).to(dev)
+        ids_p = torch.nn.functional.pad(ids, (0, pad))
+        ids_d = ids_p.to(dev)
         total = length + pad
         causal = torch.triu(torch.ones(total, total, dtype=torch.bool, device=dev), diagonal=1)[None, None]
-        positions = torch.arange(total, device=dev).expand(rows, -1)
-        logits = model(input_ids=ids_d, position_ids=positions, attention_mask=causal)
+        if self.vl_config:
+            grid = images.get("image_grid_thw")
+            positions = self.vl_model.position_ids(ids_p, torch.nn.functional.pad(mask, (0, pad)), grid).to(dev)
+            extra = {}
+            if "pixel_values" in images:
+                pixels = images["pixel_values"]
+                extra = {"pixel_values": pixels.reshape(-1, pixels.shape[-1]).to(dev), "image_grid_thw": grid.to(dev)}
+            logits = model(input_ids=ids_d, position_ids=positions, attention_mask=causal, **extra)
+        else:
+            assert not images, f"image columns {sorted(images)} for a text model"
+            positions = torch.arange(total, device=dev).expand(rows, -1)
+            logits = model(input_ids=ids_d, position_ids=positions, attention_mask=causal)
         logits = logits[:, : length - 1].float()
         lp = -tensor_parallel.vocab_parallel_cross_entropy(logits.contiguous(), ids_d[:, 1:length])
         lp = lp.cpu() * mask[:, 1:].to(torch.float32)
         return torch.cat([lp.new_zeros(rows, 1), lp], dim=1)
 
+    @property
+    def vl_model(self) -> mvis.VisionLanguageModel:
+        return self.gpt
+
     @torch.no_grad()
     def logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
-                 reference: bool = False) -> torch.Tensor:
-        """[B, T] token log-probs under the policy (or the frozen reference)."""
+                 reference: bool = False, **images: torch.Tensor) -> torch.Tensor:
+        """[B, T] token log-probs under the policy (or the frozen reference); `images` are a
+        vision-language model's row-aligned image columns (`IMAGE_FIELDS`)."""
+        unknown = set(images) - set(IMAGE_FIELDS)
+        assert not unknown, f"unknown image columns {sorted(unknown)}"
         model = self.reference if reference else self.model
         if input_ids.shape[0] == 0:
             return torch.zeros(input_ids.shape, dtype=torch.float32)
         model.eval()
         outs = []
-        for mb, real in micro_batches({"ids": input_ids, "mask": attention_mask}, self.micro_batch_size):
-            outs.append(self._forward_logprobs(model, mb["ids"], mb["mask"])[:real])
+        columns = {"input_ids": input_ids, "attention_mask": attention_mask, **images}
+        for mb, real in micro_batches(columns, self.micro_batch_size):
+            imgs = {f: mb[f] for f in images}
+            outs.append(self._forward_logprobs(model, mb["input_ids"], mb["attention_mask"], imgs)[:real])
         return torch.cat(outs)
 
     # --- training ------------------------------------------------------------------------------
@@ -217,8 +260,10 @@ class MegatronBackend:
         self.optimizer.zero_grad()
         totals: dict[str, float] = {}
         if batch["input_ids"].shape[0]:
-            for mb, real in micro_batches({k: batch[k] for k in TRAIN_FIELDS}, self.micro_batch_size):
-                curr = self._forward_logprobs(self.ddp, mb["input_ids"], mb["attention_mask"])
+            images = tuple(f for f in IMAGE_FIELDS if f in batch)
+            for mb, real in micro_batches({k: batch[k] for k in TRAIN_FIELDS + images}, self.micro_batch_size):
+                curr = self._forward_logprobs(self.ddp, mb["input_ids"], mb["attention_mask"],
+                                              {f: mb[f] for f in images})
                 backward_micro_batch(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
         finalize_model_grads([self.ddp])
         _, grad_norm, _ = self.optimizer.step()
@@ -228,7 +273,10 @@ class MegatronBackend:
 
     # --- state ---------------------------------------------------------------------------------
 
-    def _hf_weights(self, model: GPTModel) -> dict[str, torch.Tensor]:
+    def _hf_weights(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        if isinstance(model, mvis.VisionLanguageModel):
+            visual = {k: v.detach().float().cpu().clone() for k, v in model.vision_model.state_dict().items()}
+            return mvis.join_hf(self._hf_weights(model.language_model), visual)
         local = {k: v.detach().float().cpu() for k, v in model.named_parameters()}
         local = {k: v.to(self._device()) for k, v in local.items()}  # NCCL gathers on the device
         full = conv.gather_full(local, rank=self.rank, num_experts=self.num_experts,
@@ -265,7 +313,14 @@ class MegatronBackend:
         if hasattr(self.optimizer, "reload_model_params"):
             self.optimizer.reload_model_params()  # bf16: refresh the fp32 main copies
 
-    def _load_hf(self, model: GPTModel, weights: dict[str, torch.Tensor]) -> None:
+    def _load_hf(self, model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
+        if isinstance(model, mvis.VisionLanguageModel):
+            text, visual = mvis.split_hf(weights)
+            self._load_hf(model.language_model, text)
+            with torch.no_grad():
+                for name, param in model.vision_model.named_parameters():
+                    param.copy_(visual[name])
+            return
         local = conv.shard(conv.hf_to_mcore(weights, self.hf_config), rank=self.rank, num_experts=self.num_experts)
         with torch.no_grad():
             for name, param in model.named_parameters():

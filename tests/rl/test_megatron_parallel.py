@@ -4,7 +4,10 @@ Each case trains the same tiny twin (every layer full attention) on the same bat
 optimizer steps and records log-probs, losses, grad norms and the refit (HF) weights; rank r of
 a data-parallel world gets its contiguous share of the rows. Compared:
 * megatron (world 1) against the torch backend (HF model, AdamW) in the same process;
-* megatron TP=2 (dense) and EP=2 (MoE, each rank a DP rank) against megatron world 1.
+* megatron TP=2 (dense) and EP=2 (MoE, each rank a DP rank) against megatron world 1;
+* the same for the vision-language twins ("_vl": HF vision tower + GPTModel, M-RoPE positions,
+  images in every row): world 1 against the torch backend's HF VL model, EP=2 (MoE) and
+  TP=2 with sequence parallelism (dense) against world 1.
 (megatron's DistributedOptimizer accepts CUDA tensors only: bench/megatron_gpu.py covers it.)
 Tolerances (fp32): log-probs 2e-5 absolute, losses and grad norms 1e-5 relative, weights after
 two Adam steps 1e-4 absolute. The router aux loss is off: the torch backend does not add it.
@@ -27,28 +30,53 @@ if importlib.util.find_spec("megatron") is None:
 
 pytestmark = pytest.mark.integration
 
-VOCAB, ROWS, LENGTH, STEPS = 32, 8, 12, 2
+VOCAB, VL_VOCAB, ROWS, LENGTH, STEPS = 32, 56, 8, 12, 2  # VL_VOCAB: the arith_vl tokenizer
 OPT = dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
+IMAGE_SIDE = 16  # pixels: a 4 x 4 patch grid, 2 x 2 = 4 image tokens per row
 
 
 def _model_cfg(family: str) -> dict:
     fields: dict = {"layer_types": ["full_attention"] * 4}
-    if family == "qwen3_5_moe":
+    base = family.removesuffix("_vl")
+    if base == "qwen3_5_moe":
         fields["router_aux_loss_coef"] = 0.0
-    return {"family": family, "config": fields}
+    if family.endswith("_vl"):
+        return {"family": base, "modality": "vision", "tokenizer": "arith_vl", "config": fields}
+    return {"family": base, "config": fields}
 
 
-def _batch() -> dict[str, torch.Tensor]:
+def _vocab(family: str) -> int:
+    return VL_VOCAB if family.endswith("_vl") else VOCAB
+
+
+def _batch(family: str) -> dict[str, torch.Tensor]:
+    """Right-padded rows; a VL row is `<vision_start> <image_pad> x 4 <vision_end>` + text, with its image."""
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(0, VOCAB, (ROWS, LENGTH), generator=g)
-    lengths = torch.randint(LENGTH // 2, LENGTH + 1, (ROWS,), generator=g)
+    head = 3
+    images: dict[str, torch.Tensor] = {}
+    if family.endswith("_vl"):
+        from rl.models.image_inputs import ImageLayout, patchify
+        from rl.models.vision import make_vl_config, vision_token_ids
+
+        config = make_vl_config(family.removesuffix("_vl"), {}, vocab_size=VL_VOCAB,
+                                token_ids=vision_token_ids("arith_vl"))
+        layout = ImageLayout.of(config)
+        prefix = ([layout.vision_start_token_id]
+                  + [layout.image_token_id] * layout.num_image_tokens(IMAGE_SIDE, IMAGE_SIDE)
+                  + [layout.vision_end_token_id])
+        head = len(prefix)
+        ids[:, :head] = torch.tensor(prefix)
+        pixels = torch.randint(0, 256, (ROWS, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=g)
+        images = dict(zip(("pixel_values", "image_grid_thw"), patchify(pixels, layout)))
+    lengths = torch.randint(max(LENGTH // 2, head + 2), LENGTH + 1, (ROWS,), generator=g)
     mask = (torch.arange(LENGTH)[None] < lengths[:, None]).long()
     response = mask.clone()
-    response[:, :3] = 0
+    response[:, :head] = 0
     base = -torch.rand(ROWS, LENGTH, generator=g) * mask
     return dict(input_ids=ids * mask, attention_mask=mask, response_mask=response, gen_logprobs=base,
                 prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(ROWS, generator=g),
-                sample_mask=torch.ones(ROWS))
+                sample_mask=torch.ones(ROWS), **images)
 
 
 def _train(backend, batch: dict, rows: slice) -> dict:
@@ -56,11 +84,12 @@ def _train(backend, batch: dict, rows: slice) -> dict:
 
     num_tokens = int(batch["response_mask"].sum())
     mine = {k: v[rows] for k, v in batch.items()}
-    out = {"lp0": backend.logprobs(mine["input_ids"], mine["attention_mask"]), "metrics": []}
+    images = {k: mine[k] for k in ("pixel_values", "image_grid_thw") if k in mine}
+    out = {"lp0": backend.logprobs(mine["input_ids"], mine["attention_mask"], **images), "metrics": []}
     for _ in range(STEPS):
         out["metrics"].append(backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig()))
-    out["lp1"] = backend.logprobs(mine["input_ids"], mine["attention_mask"])
-    out["ref"] = backend.logprobs(mine["input_ids"], mine["attention_mask"], reference=True)
+    out["lp1"] = backend.logprobs(mine["input_ids"], mine["attention_mask"], **images)
+    out["ref"] = backend.logprobs(mine["input_ids"], mine["attention_mask"], reference=True, **images)
     out["weights"] = backend.state_dict()
     return out
 
@@ -74,17 +103,18 @@ def _worker(rank: int, world: int, port: int, out_dir: str, family: str, paralle
     from rl.models import build_model
 
     cfg = _model_cfg(family)
-    weights = build_model(cfg, vocab_size=VOCAB, seed=0).state_dict()
-    kwargs = dict(model_cfg=cfg, vocab_size=VOCAB, optimizer_cfg=OPT, micro_batch_size=2, weights=weights, seed=0)
+    weights = build_model(cfg, vocab_size=_vocab(family), seed=0).state_dict()
+    kwargs = dict(model_cfg=cfg, vocab_size=_vocab(family), optimizer_cfg=OPT, micro_batch_size=2,
+                  weights=weights, seed=0)
     backend = get_backend("megatron")(**kwargs, parallel=parallel, distributed_optimizer=dist_opt)
     share = ROWS // backend.dp_size
     rows = slice(backend.dp_rank * share, (backend.dp_rank + 1) * share)
-    result = {"megatron": _train(backend, _batch(), rows), "reports": backend.reports_metrics,
+    result = {"megatron": _train(backend, _batch(family), rows), "reports": backend.reports_metrics,
               "initial": weights}
     if world == 1:
         from rl.backends.torch import TorchBackend
 
-        result["torch"] = _train(TorchBackend(**kwargs), _batch(), rows)
+        result["torch"] = _train(TorchBackend(**kwargs), _batch(family), rows)
     torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.destroy_process_group()
 
@@ -121,12 +151,15 @@ def _assert_weights(a: dict, b: dict, atol: float) -> None:
     assert worst <= atol, f"weights differ by {worst}"
 
 
+FAMILIES = ("qwen3_5", "qwen3_5_moe", "qwen3_5_vl", "qwen3_5_moe_vl")
+
+
 @pytest.fixture(scope="module")
 def single() -> dict[str, dict]:
-    return {f: _run(1, f, {})[0] for f in ("qwen3_5", "qwen3_5_moe")}
+    return {f: _run(1, f, {})[0] for f in FAMILIES}
 
 
-@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_megatron_matches_torch_backend(single: dict, family: str) -> None:
     res = single[family]
     meg, ref = res["megatron"], res["torch"]
@@ -138,23 +171,25 @@ def test_megatron_matches_torch_backend(single: dict, family: str) -> None:
     _assert_weights(meg["weights"], ref["weights"], atol=1e-4)
 
 
-def test_dense_tp2_matches_tp1(single: dict) -> None:
-    tp2 = _run(2, "qwen3_5", {"tp": 2})
-    one = single["qwen3_5"]["megatron"]
+@pytest.mark.parametrize("family, parallel", [("qwen3_5", {"tp": 2}), ("qwen3_5_vl", {"tp": 2, "sp": True})])
+def test_dense_tp2_matches_tp1(single: dict, family: str, parallel: dict) -> None:
+    tp2 = _run(2, family, parallel)
+    one = single[family]["megatron"]
     for r in tp2:  # both TP ranks see all rows and agree
         assert (r["megatron"]["lp0"] - one["lp0"]).abs().max() <= 2e-5
         assert (r["megatron"]["lp1"] - one["lp1"]).abs().max() <= 2e-5
     assert [r["reports"] for r in tp2] == [True, False]
-    _assert_same(_summed(tp2), _summed([single["qwen3_5"]]))
+    _assert_same(_summed(tp2), _summed([single[family]]))
     _assert_weights(tp2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
     _assert_weights(tp2[1]["megatron"]["weights"], tp2[0]["megatron"]["weights"], atol=0.0)
 
 
-def test_moe_ep2_matches_ep1(single: dict) -> None:
-    ep2 = _run(2, "qwen3_5_moe", {"ep": 2})
-    one = single["qwen3_5_moe"]["megatron"]
+@pytest.mark.parametrize("family", ["qwen3_5_moe", "qwen3_5_moe_vl"])
+def test_moe_ep2_matches_ep1(single: dict, family: str) -> None:
+    ep2 = _run(2, family, {"ep": 2})
+    one = single[family]["megatron"]
     for key in ("lp0", "lp1"):
         joined = torch.cat([r["megatron"][key] for r in ep2])  # each EP rank is a DP rank
         assert (joined - one[key]).abs().max() <= 2e-5
-    _assert_same(_summed(ep2), _summed([single["qwen3_5_moe"]]))
+    _assert_same(_summed(ep2), _summed([single[family]]))
     _assert_weights(ep2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
