@@ -15,7 +15,9 @@ Vision-language models (`model.modality: vision`) train as GPTModel + the HF vis
 (`rl.backends.megatron_vision`); their image columns go to `logprobs` and `train_step` as with
 the torch backend.
 
-Pipeline and context parallelism (pp, cp > 1) are refused with a ValueError naming the field.
+Context parallelism (cp > 1) gathers keys and values inside attention (`megatron_context`);
+CP ranks of one replica get the same rows, like TP peers. Pipeline parallelism (pp > 1) is
+refused with a ValueError naming the field.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ megatron_shims.portable_tensor_pickles()
 
 from rl.algorithms.loss import LossConfig  # noqa: E402
 from rl.backends import megatron_config as mcfg  # noqa: E402
+from rl.backends import megatron_context as mctx  # noqa: E402
 from rl.backends import megatron_convert as conv  # noqa: E402
 from rl.backends import megatron_vision as mvis  # noqa: E402
 from rl.backends.torch import TRAIN_FIELDS, backward_micro_batch, micro_batches  # noqa: E402
@@ -80,11 +83,11 @@ def _ensure_process_group() -> None:
 
 
 def _init_parallel(parallel: mcfg.ParallelConfig, seed: int) -> None:
-    if parallel.cp != 1:
-        raise ValueError("policy.parallel.cp: context parallelism is not implemented in the megatron backend")
     if ps.model_parallel_is_initialized():
-        have = (ps.get_tensor_model_parallel_world_size(), ps.get_expert_model_parallel_world_size())
-        assert have == (parallel.tp, parallel.ep), f"model parallel already initialised as (tp, ep)={have}"
+        have = (ps.get_tensor_model_parallel_world_size(), ps.get_context_parallel_world_size(),
+                ps.get_expert_model_parallel_world_size())
+        want = (parallel.tp, parallel.cp, parallel.ep)
+        assert have == want, f"model parallel already initialised as (tp, cp, ep)={have}, not {want}"
     else:
         world = dist.get_world_size()
         if world % (parallel.tp * parallel.pp * parallel.cp) or world % (parallel.ep * parallel.etp):
@@ -122,8 +125,6 @@ class MegatronBackend:
         self.hf_config = self.vl_config.text_config if self.vl_config else hf_config_of(model_cfg, vocab_size)
         self.config = mcfg.transformer_config(self.hf_config, parallel=self.parallel,
                                               params_dtype=PRECISIONS[precision])
-        if self.vl_config:
-            self.config.mrope_section = list(mvis.mrope_section_of(self.hf_config))
         self.micro_batch_size = micro_batch_size
         self.rank = conv.ShardRank(
             tp_rank=ps.get_tensor_model_parallel_rank(), tp_size=self.parallel.tp,
@@ -149,12 +150,13 @@ class MegatronBackend:
     def _build(self, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
         """GPTModel (or, for a VL model, GPTModel + vision tower) holding this rank's shard of `weights`."""
         text, visual = mvis.split_hf(weights) if self.vl_config else (weights, None)
-        rope = mcfg.rope_kwargs(self.hf_config)
-        if self.vl_config:  # M-RoPE; image features go in before the sequence-parallel scatter
-            rope.update(position_embedding_type="mrope", scatter_embedding_sequence_parallel=False)
+        rope = mcfg.gpt_rope_kwargs(self.hf_config)
+        if self.vl_config:  # image features go in before the sequence-parallel scatter
+            rope.update(scatter_embedding_sequence_parallel=False)
         gpt = GPTModel(config=self.config, transformer_layer_spec=mcfg.block_spec(self.config),
                        vocab_size=self.hf_config.vocab_size, pre_process=True, post_process=True,
                        share_embeddings_and_output_weights=bool(self.hf_config.tie_word_embeddings), **rope)
+        gpt.rotary_pos_emb = mcfg.interleaved_mrope(self.hf_config)
         local = conv.shard(conv.hf_to_mcore(text, self.hf_config), rank=self.rank, num_experts=self.num_experts)
         result = gpt.load_state_dict(local, strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
@@ -164,7 +166,7 @@ class MegatronBackend:
             tower = mvis.build_vision_tower(self.vl_config)
             tower.load_state_dict(visual)
             model = mvis.VisionLanguageModel(self.config, language_model=gpt, vision_model=tower,
-                                             image_token_id=self.vl_config.image_token_id, text_config=self.hf_config)
+                                             image_token_id=self.vl_config.image_token_id)
         if not megatron_shims.on_cpu():
             model.cuda(torch.cuda.current_device())
         return model
@@ -191,8 +193,8 @@ class MegatronBackend:
 
     @property
     def reports_metrics(self) -> bool:
-        """True on one rank per data-parallel replica (TP rank 0); sum metrics over those."""
-        return self.rank.tp_rank == 0
+        """True on one rank per data-parallel replica (TP rank 0 and CP rank 0); sum metrics over those."""
+        return self.rank.tp_rank == 0 and ps.get_context_parallel_rank() == 0
 
     # --- log-probs -----------------------------------------------------------------------------
 
@@ -201,29 +203,44 @@ class MegatronBackend:
 
     def _forward_logprobs(self, model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
                           images: dict[str, torch.Tensor]) -> torch.Tensor:
-        """[B, T] fp32 log-probs, out[:, 0] = 0, 0 on padding (the HF `token_logprobs` contract)."""
+        """[B, T] fp32 log-probs, out[:, 0] = 0, 0 on padding (the HF `token_logprobs` contract).
+
+        Rows are right-padded to a multiple of TP (sequence parallel) x 2CP (context parallel);
+        a CP rank runs its share of the tokens (`megatron_context`) and the log-probs of the
+        whole rows are gathered, so every rank returns (and trains on) the full [B, T]."""
         rows, length = ids.shape
-        pad = (-length) % self.parallel.tp if self.parallel.sp else 0
+        cp = self.parallel.cp
+        multiple = (self.parallel.tp if self.parallel.sp else 1) * (2 * cp if cp > 1 else 1)
+        pad = (-length) % multiple
+        total = length + pad
         dev = self._device()
         ids_p = torch.nn.functional.pad(ids, (0, pad))
-        ids_d = ids_p.to(dev)
-        total = length + pad
-        causal = torch.triu(torch.ones(total, total, dtype=torch.bool, device=dev), diagonal=1)[None, None]
         if self.vl_config:
-            grid = images.get("image_grid_thw")
-            positions = self.vl_model.position_ids(ids_p, torch.nn.functional.pad(mask, (0, pad)), grid).to(dev)
-            extra = {}
-            if "pixel_values" in images:
-                pixels = images["pixel_values"]
-                extra = {"pixel_values": pixels.reshape(-1, pixels.shape[-1]).to(dev), "image_grid_thw": grid.to(dev)}
-            logits = model(input_ids=ids_d, position_ids=positions, attention_mask=causal, **extra)
+            positions = self.vl_model.position_ids(ids_p, torch.nn.functional.pad(mask, (0, pad)),
+                                                   images.get("image_grid_thw"))
         else:
             assert not images, f"image columns {sorted(images)} for a text model"
-            positions = torch.arange(total, device=dev).expand(rows, -1)
-            logits = model(input_ids=ids_d, position_ids=positions, attention_mask=causal)
-        logits = logits[:, : length - 1].float()
-        lp = -tensor_parallel.vocab_parallel_cross_entropy(logits.contiguous(), ids_d[:, 1:length])
-        lp = lp.cpu() * mask[:, 1:].to(torch.float32)
+            positions = torch.arange(total).expand(3, rows, -1)  # M-RoPE of text: equal axes
+        if cp > 1:
+            index = mctx.token_index(total, cp, ps.get_context_parallel_rank())
+            causal = mctx.attention_mask(total, cp, ps.get_context_parallel_rank(), dev)
+        else:
+            index = torch.arange(total)
+            causal = torch.triu(torch.ones(total, total, dtype=torch.bool, device=dev), diagonal=1)[None, None]
+        inputs = dict(position_ids=positions[..., index].to(dev), attention_mask=causal)
+        if self.vl_config:
+            inputs.update(input_ids=ids_p.to(dev), token_index=index.to(dev) if cp > 1 else None)
+            if "pixel_values" in images:
+                pixels = images["pixel_values"]
+                inputs.update(pixel_values=pixels.reshape(-1, pixels.shape[-1]).to(dev),
+                              image_grid_thw=images["image_grid_thw"].to(dev))
+        else:
+            inputs.update(input_ids=ids_p[:, index].to(dev))
+        logits = model(**inputs)  # [B, local tokens, V / TP]
+        labels = torch.nn.functional.pad(ids_p[:, 1:], (0, 1))[:, index].to(dev)  # each token's next token
+        next_lp = -tensor_parallel.vocab_parallel_cross_entropy(logits.float().contiguous(), labels)
+        next_lp = mctx.gather_tokens(next_lp, total)
+        lp = next_lp[:, : length - 1].cpu() * mask[:, 1:].to(torch.float32)
         return torch.cat([lp.new_zeros(rows, 1), lp], dim=1)
 
     @property

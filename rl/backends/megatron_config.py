@@ -6,8 +6,10 @@ Mapping (HF Qwen3.5 -> megatron-core 0.19.2, local non-Transformer-Engine spec):
 * q_norm/k_norm -> qk_layernorm with our `ZeroCenteredRMSNorm` (HF computes
   `norm(x.float()) * (1 + w)`; megatron's torch norm wrapper refuses zero-centred gamma and
   sequence parallelism, so the spec uses our norm for every norm; weights map 1:1).
-* partial_rotary_factor -> rotary_percent, rope_theta -> rotary_base (text positions are equal on
-  the three mrope axes, so HF's interleaved mrope is plain RoPE for text).
+* Rotary: HF Qwen3.5 rotates by 3-axis (t, h, w) positions interleaved over the frequencies
+  (M-RoPE; for text the three axes are equal, i.e. plain RoPE). GPTModel runs with
+  position_embedding_type="mrope" and our `InterleavedMRoPE` in place of megatron's Qwen2-VL-style
+  module, so positions are explicit per token: text, images and context-parallel slices alike.
 * SwiGLU MLP -> gated_linear_unit + silu; no biases.
 * MoE: num_experts, num_experts_per_tok (softmax over the top-k logits equals HF's
   softmax -> top-k -> renormalise), shared expert with its sigmoid gate, router_aux_loss_coef ->
@@ -37,7 +39,10 @@ from megatron.core.transformer.transformer_block import TransformerBlockSubmodul
 from megatron.core.transformer.transformer_config import TransformerConfig  # noqa: E402
 from megatron.core.transformer.transformer_layer import TransformerLayer  # noqa: E402
 
-__all__ = ["ParallelConfig", "ZeroCenteredRMSNorm", "block_spec", "transformer_config", "is_moe"]
+from rl.models.mrope import mrope_angles, mrope_section_of  # noqa: E402
+
+__all__ = ["InterleavedMRoPE", "ParallelConfig", "ZeroCenteredRMSNorm", "block_spec", "gpt_rope_kwargs",
+           "transformer_config", "is_moe"]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -157,6 +162,7 @@ def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: tor
         # Our loss is each rank's share of the GLOBAL token mean, so DP gradients are summed,
         # not averaged (this sets megatron DDP's gradient scaling factor to 1).
         calculate_per_token_loss=True,
+        mrope_section=list(mrope_section_of(hf_config)),
     )
     if moe:
         fields.update(
@@ -177,14 +183,38 @@ def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: tor
     return TransformerConfig(**fields)
 
 
-def rope_kwargs(hf_config) -> dict:
-    """GPTModel's rotary arguments."""
+class InterleavedMRoPE(torch.nn.Module):
+    """GPTModel's rotary module for Qwen3.5 (text and VL), called as `(position_ids [3, B, S],
+    mrope_section)`: returns the [S, B, 1, D] angles megatron's attention applies (rotate-half
+    layout). `position_ids` are this rank's tokens already (the backend slices them for context
+    parallelism), so `cp_group` is not used."""
+
+    def __init__(self, *, head_dim: int, rotary_percent: float, rotary_base: float) -> None:
+        super().__init__()
+        dim = int(head_dim * rotary_percent)
+        # HF's formula; a plain attribute, so bf16 casts of the model never touch it.
+        self.inv_freq = 1.0 / (rotary_base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+
+    def forward(self, position_ids: torch.Tensor, mrope_section, cp_group=None) -> torch.Tensor:
+        angles = mrope_angles(position_ids, self.inv_freq.to(position_ids.device), mrope_section)
+        return angles.transpose(0, 1)[:, :, None, :].contiguous()
+
+
+def gpt_rope_kwargs(hf_config) -> dict:
+    """GPTModel's rotary arguments (swap in `InterleavedMRoPE` after construction)."""
     rope = dict(hf_config.rope_parameters or {})
     if rope.get("rope_type", "default") != "default":
         raise ValueError(f"model.config.rope_parameters.rope_type: only 'default' is mapped, got {rope['rope_type']!r}")
-    return dict(position_embedding_type="rope", rotary_percent=float(rope.get("partial_rotary_factor", 1.0)),
+    return dict(position_embedding_type="mrope", rotary_percent=float(rope.get("partial_rotary_factor", 1.0)),
                 rotary_base=int(rope.get("rope_theta", 10000)),
                 max_sequence_length=hf_config.max_position_embeddings)
+
+
+def interleaved_mrope(hf_config) -> InterleavedMRoPE:
+    """The rotary module of `hf_config` (HF's inverse frequencies and mrope_section)."""
+    rope = dict(hf_config.rope_parameters or {})
+    return InterleavedMRoPE(head_dim=hf_config.head_dim, rotary_percent=float(rope.get("partial_rotary_factor", 1.0)),
+                            rotary_base=float(rope.get("rope_theta", 10000.0)))
 
 
 def block_spec(config: TransformerConfig) -> TransformerBlockSubmodules:
@@ -196,5 +226,9 @@ def block_spec(config: TransformerConfig) -> TransformerBlockSubmodules:
     attn = sub.self_attention.submodules
     attn.q_layernorm = ZeroCenteredRMSNorm
     attn.k_layernorm = ZeroCenteredRMSNorm
+    if config.context_parallel_size > 1:
+        from rl.backends.megatron_context import ContextParallelAttention
+
+        attn.core_attention = ContextParallelAttention
     layer = ModuleSpec(module=TransformerLayer, submodules=sub)
     return TransformerBlockSubmodules(layer_specs=[layer] * config.num_layers, layer_norm=ZeroCenteredRMSNorm)

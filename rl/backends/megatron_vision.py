@@ -13,8 +13,8 @@ Forward, as HF's Qwen3_5(Moe)Model does it:
 2. the tower's merged patch features replace the embeddings at `<|image_pad|>` tokens, in row
    order (HF's masked_scatter over [B, S, H]);
 3. scatter to sequence-parallel regions when SP is on; GPTModel runs from `decoder_input`;
-4. rotary angles from 3-axis positions (`rl.models.mrope`), interleaved as Qwen3.5 does:
-   `InterleavedMRoPE` stands in for megatron's Qwen2-VL-style `MultimodalRotaryEmbedding`.
+4. rotary angles from the 3-axis positions of `position_ids` (HF's `get_rope_index`), through
+   the backend's `InterleavedMRoPE` (rl/backends/megatron_config.py), as for text.
 
 Weights: HF `model.language_model.*` (+ `lm_head.weight`) go through the text conversion;
 `model.visual.*` are the tower's own names under `vision_model.` (a plain copy).
@@ -33,9 +33,9 @@ megatron_shims.apply()
 from megatron.core import tensor_parallel  # noqa: E402
 from megatron.core.transformer.module import MegatronModule  # noqa: E402
 
-from rl.models.mrope import mrope_angles, mrope_position_ids, mrope_section_of  # noqa: E402
+from rl.models.mrope import mrope_position_ids  # noqa: E402
 
-__all__ = ["InterleavedMRoPE", "VisionLanguageModel", "join_hf", "split_hf", "vl_config_of"]
+__all__ = ["VisionLanguageModel", "join_hf", "split_hf", "vl_config_of"]
 
 VISUAL, LANGUAGE = "model.visual.", "model.language_model."
 
@@ -83,26 +83,11 @@ def join_hf(text: dict[str, torch.Tensor], visual: dict[str, torch.Tensor]) -> d
     return out
 
 
-class InterleavedMRoPE(torch.nn.Module):
-    """GPTModel's rotary module for Qwen3.5 VL: called as `(position_ids [3, B, S], mrope_section)`,
-    returns the [S, B, 1, D] angles megatron's attention applies (rotate-half layout)."""
-
-    def __init__(self, *, head_dim: int, rotary_percent: float, rotary_base: float) -> None:
-        super().__init__()
-        dim = int(head_dim * rotary_percent)
-        # HF's formula; a plain attribute, so bf16 casts of the model never touch it.
-        self.inv_freq = 1.0 / (rotary_base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
-
-    def forward(self, position_ids: torch.Tensor, mrope_section, cp_group=None) -> torch.Tensor:
-        angles = mrope_angles(position_ids, self.inv_freq.to(position_ids.device), mrope_section)
-        return angles.transpose(0, 1)[:, :, None, :].contiguous()
-
-
 class VisionLanguageModel(MegatronModule):
     """GPTModel (`language_model`) fed by the HF vision tower (`vision_model`)."""
 
     def __init__(self, config, *, language_model: torch.nn.Module, vision_model: torch.nn.Module,
-                 image_token_id: int, text_config) -> None:
+                 image_token_id: int) -> None:
         super().__init__(config=config)
         self.language_model = language_model
         self.vision_model = vision_model
@@ -112,11 +97,6 @@ class VisionLanguageModel(MegatronModule):
         # The image features go in before the sequence-parallel scatter, so we scatter ourselves.
         assert not language_model.embedding.scatter_to_sequence_parallel, \
             "build the GPTModel with scatter_embedding_sequence_parallel=False"
-        rope = dict(text_config.rope_parameters or {})
-        language_model.rotary_pos_emb = InterleavedMRoPE(
-            head_dim=text_config.head_dim, rotary_percent=float(rope.get("partial_rotary_factor", 1.0)),
-            rotary_base=float(rope.get("rope_theta", 10000.0)))
-        language_model.mrope_section = list(mrope_section_of(text_config))
 
     def shared_embedding_or_output_weight(self) -> torch.Tensor:
         return self.language_model.shared_embedding_or_output_weight()
@@ -133,8 +113,11 @@ class VisionLanguageModel(MegatronModule):
                                   image_token_id=self.image_token_id, spatial_merge_size=merge)
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor,
-                pixel_values: torch.Tensor | None = None, image_grid_thw: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits [B, S, V/TP] of rows `input_ids` [B, S] with packed patches [N, D] and grids [images, 3]."""
+                pixel_values: torch.Tensor | None = None, image_grid_thw: torch.Tensor | None = None,
+                token_index: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits [B, S', V/TP] of rows `input_ids` [B, S] with packed patches [N, D] and grids
+        [images, 3]. Under context parallelism `token_index` picks this rank's S' tokens (after the
+        images are placed in the whole rows); `position_ids` and the mask are of those tokens."""
         embeds = self.language_model.embedding(input_ids=input_ids, position_ids=None)  # [S, B, H]
         if pixel_values is not None:
             tower = self.vision_model
@@ -146,6 +129,8 @@ class VisionLanguageModel(MegatronModule):
             rows = embeds.transpose(0, 1)
             rows = rows.masked_scatter(mask[..., None].expand_as(rows), features.to(rows.dtype))
             embeds = rows.transpose(0, 1).contiguous()
+        if token_index is not None:
+            embeds = embeds.index_select(0, token_index)
         if self.config.sequence_parallel:
             embeds = tensor_parallel.scatter_to_sequence_parallel_region(embeds)
         return self.language_model(input_ids=None, position_ids=position_ids, attention_mask=attention_mask,

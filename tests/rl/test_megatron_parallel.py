@@ -5,6 +5,8 @@ optimizer steps and records log-probs, losses, grad norms and the refit (HF) wei
 a data-parallel world gets its contiguous share of the rows. Compared:
 * megatron (world 1) against the torch backend (HF model, AdamW) in the same process;
 * megatron TP=2 (dense) and EP=2 (MoE, each rank a DP rank) against megatron world 1;
+* megatron CP=2 (context parallel: each rank holds half of every sequence and gathers keys and
+  values in attention) against world 1, dense and, with EP=2 as well, the MoE VL twin;
 * the same for the vision-language twins ("_vl": HF vision tower + GPTModel, M-RoPE positions,
   images in every row): world 1 against the torch backend's HF VL model, EP=2 (MoE) and
   TP=2 with sequence parallelism (dense) against world 1.
@@ -193,3 +195,16 @@ def test_moe_ep2_matches_ep1(single: dict, family: str) -> None:
         assert (joined - one[key]).abs().max() <= 2e-5
     _assert_same(_summed(ep2), _summed([single[family]]))
     _assert_weights(ep2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
+
+
+@pytest.mark.parametrize("family, parallel", [("qwen3_5", {"cp": 2}), ("qwen3_5_moe_vl", {"cp": 2, "ep": 2})])
+def test_cp2_matches_cp1(single: dict, family: str, parallel: dict) -> None:
+    cp2 = _run(2, family, parallel)
+    one = single[family]["megatron"]
+    for r in cp2:  # both CP ranks of the one replica see all rows and return whole rows
+        assert (r["megatron"]["lp0"] - one["lp0"]).abs().max() <= 2e-5
+        assert (r["megatron"]["lp1"] - one["lp1"]).abs().max() <= 2e-5
+    assert [r["reports"] for r in cp2] == [True, False]
+    _assert_same(_summed(cp2), _summed([single[family]]))
+    _assert_weights(cp2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
+    _assert_weights(cp2[1]["megatron"]["weights"], cp2[0]["megatron"]["weights"], atol=0.0)
