@@ -153,11 +153,11 @@ class MegatronBackend:
         rope = mcfg.gpt_rope_kwargs(self.hf_config)
         if self.vl_config:  # image features go in before the sequence-parallel scatter
             rope.update(scatter_embedding_sequence_parallel=False)
-        gpt = GPTModel(config=self.config, transformer_layer_spec=mcfg.block_spec(self.config),
-                       vocab_size=self.hf_config.vocab_size, pre_process=True, post_process=True,
-                       share_embeddings_and_output_weights=bool(self.hf_config.tie_word_embeddings), **rope)
+        spec = mcfg.block_spec(self.config, list(self.hf_config.layer_types))
+        gpt = GPTModel(config=self.config, transformer_layer_spec=spec, vocab_size=self.hf_config.vocab_size,
+                       pre_process=True, post_process=True, share_embeddings_and_output_weights=bool(self.hf_config.tie_word_embeddings), **rope)
         gpt.rotary_pos_emb = mcfg.interleaved_mrope(self.hf_config)
-        local = conv.shard(conv.hf_to_mcore(text, self.hf_config), rank=self.rank, num_experts=self.num_experts)
+        local = self._shard(text)
         result = gpt.load_state_dict(local, strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
         assert not missing and not result.unexpected_keys, (missing, result.unexpected_keys)
@@ -170,6 +170,11 @@ class MegatronBackend:
         if not megatron_shims.on_cpu():
             model.cuda(torch.cuda.current_device())
         return model
+
+    def _shard(self, hf_text: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """This rank's GPTModel state dict from HF text weights."""
+        return conv.shard(conv.hf_to_mcore(hf_text, self.hf_config), rank=self.rank, num_experts=self.num_experts,
+                          sections=conv.gdn_sections(self.hf_config))
 
     def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         if not self.config.bf16:
@@ -299,7 +304,8 @@ class MegatronBackend:
         full = conv.gather_full(local, rank=self.rank, num_experts=self.num_experts,
                                 tp_group=ps.get_tensor_model_parallel_group(),
                                 ep_group=ps.get_expert_model_parallel_group(),
-                                etp_group=ps.get_expert_tensor_parallel_group())
+                                etp_group=ps.get_expert_tensor_parallel_group(),
+                                sections=conv.gdn_sections(self.hf_config))
         return {k: v.cpu() for k, v in conv.mcore_to_hf(full, self.hf_config).items()}
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -338,7 +344,7 @@ class MegatronBackend:
                 for name, param in model.vision_model.named_parameters():
                     param.copy_(visual[name])
             return
-        local = conv.shard(conv.hf_to_mcore(weights, self.hf_config), rank=self.rank, num_experts=self.num_experts)
+        local = self._shard(weights)
         with torch.no_grad():
             for name, param in model.named_parameters():
                 param.copy_(local[name])

@@ -14,15 +14,17 @@ Mapping (HF Qwen3.5 -> megatron-core 0.19.2, local non-Transformer-Engine spec):
 * MoE: num_experts, num_experts_per_tok (softmax over the top-k logits equals HF's
   softmax -> top-k -> renormalise), shared expert with its sigmoid gate, router_aux_loss_coef ->
   moe_aux_loss_coeff (aux_loss balancing).
-* Linear attention: megatron-core 0.19.2 has a GatedDeltaNet (megatron/core/ssm/gated_delta_net)
-  but it requires the `fla` (flash-linear-attention) Triton kernels, which neither the CPU machines
-  nor the GPU machine have. So the megatron backend accepts only `layer_types` that are all
-  `full_attention`; its tiny twins set every layer to full attention and the HF generation
-  model is built from the same config, so conversion is exact. See docs/megatron.md.
+* Linear attention (`layer_types` "linear_attention", the gated delta rule): megatron-core's
+  GatedDeltaNet (megatron/core/ssm/gated_delta_net) in a TransformerLayer of its own spec:
+  in_proj = [q; k; v; z; beta; alpha] (HF in_proj_qkv, in_proj_z, in_proj_b, in_proj_a), the
+  depthwise conv1d over [q; k; v], dt_bias, A_log, the gated output norm (HF RMSNormGated:
+  plain, not zero-centred, weight) and out_proj. Its fla kernels have torch stand-ins
+  (`megatron_shims.fla_stand_in`) where fla is missing.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass
 
@@ -41,8 +43,10 @@ from megatron.core.transformer.transformer_layer import TransformerLayer  # noqa
 
 from rl.models.mrope import mrope_angles, mrope_section_of  # noqa: E402
 
-__all__ = ["InterleavedMRoPE", "ParallelConfig", "ZeroCenteredRMSNorm", "block_spec", "gpt_rope_kwargs",
-           "transformer_config", "is_moe"]
+__all__ = ["GatedOutputNorm", "InterleavedMRoPE", "ParallelConfig", "ZeroCenteredRMSNorm", "block_spec",
+           "gpt_rope_kwargs", "transformer_config", "is_moe"]
+
+LAYER_TYPES = ("full_attention", "linear_attention")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -94,16 +98,40 @@ class ZeroCenteredRMSNorm(torch.nn.Module):
         return (out * (1.0 + self.weight.float())).type_as(x)
 
 
+class GatedOutputNorm(torch.nn.Module):
+    """The gated delta net's output norm, HF's Qwen3.5 RMSNormGated without its gate (megatron
+    applies `* silu(gate)` itself): `w * norm(x.float()).to(x.dtype)`, a plain (not zero-centred)
+    weight, one per value-head channel, replicated over TP. Each TP rank normalises its own heads,
+    so the weight's gradient is summed over the TP group (identity forward, all-reduce backward)."""
+
+    def __init__(self, config: TransformerConfig, hidden_size: int, eps: float = 1e-6, **_: object) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size, dtype=config.params_dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from megatron.core.tensor_parallel import copy_to_tensor_model_parallel_region
+
+        weight = copy_to_tensor_model_parallel_region(self.weight)
+        xf = x.float()
+        return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+
 def is_moe(hf_config) -> bool:
     return int(getattr(hf_config, "num_experts", 0) or 0) > 0
 
 
 def _check_supported(hf_config, parallel: ParallelConfig) -> None:
-    kinds = sorted(set(hf_config.layer_types))
-    if kinds != ["full_attention"]:
-        raise ValueError(
-            "model.config.layer_types: the megatron backend needs every layer 'full_attention' "
-            f"(megatron-core's GatedDeltaNet needs the fla kernels); got {kinds}")
+    unknown = sorted(set(hf_config.layer_types) - set(LAYER_TYPES))
+    if unknown:
+        raise ValueError(f"model.config.layer_types: the megatron backend maps {list(LAYER_TYPES)}, got {unknown}")
+    if "linear_attention" in hf_config.layer_types:
+        heads = {"linear_num_key_heads": hf_config.linear_num_key_heads,
+                 "linear_num_value_heads": hf_config.linear_num_value_heads}
+        for name, count in heads.items():
+            if count % (parallel.tp * parallel.cp):
+                raise ValueError(f"policy.parallel: tp x cp = {parallel.tp * parallel.cp} must divide "
+                                 f"model.config.{name} ({count}) for the linear-attention layers")
     if hf_config.num_key_value_heads % parallel.tp:
         raise ValueError(f"policy.parallel.tp: {parallel.tp} must divide model.config.num_key_value_heads "
                          f"({hf_config.num_key_value_heads})")
@@ -163,6 +191,11 @@ def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: tor
         # not averaged (this sets megatron DDP's gradient scaling factor to 1).
         calculate_per_token_loss=True,
         mrope_section=list(mrope_section_of(hf_config)),
+        linear_conv_kernel_dim=hf_config.linear_conv_kernel_dim,
+        linear_key_head_dim=hf_config.linear_key_head_dim,
+        linear_value_head_dim=hf_config.linear_value_head_dim,
+        linear_num_key_heads=hf_config.linear_num_key_heads,
+        linear_num_value_heads=hf_config.linear_num_value_heads,
     )
     if moe:
         fields.update(
@@ -217,8 +250,9 @@ def interleaved_mrope(hf_config) -> InterleavedMRoPE:
                             rotary_base=float(rope.get("rope_theta", 10000.0)))
 
 
-def block_spec(config: TransformerConfig) -> TransformerBlockSubmodules:
-    """The local (non-TE) GPT layer spec with every norm replaced by ZeroCenteredRMSNorm."""
+def block_spec(config: TransformerConfig, layer_types: list[str]) -> TransformerBlockSubmodules:
+    """The local (non-TE) GPT layer spec, every norm a ZeroCenteredRMSNorm; a "linear_attention"
+    layer has megatron's GatedDeltaNet where a "full_attention" layer has self-attention."""
     sub = get_gpt_layer_local_submodules(num_experts=config.num_moe_experts, moe_grouped_gemm=False,
                                          qk_layernorm=True, normalization="RMSNorm")
     sub.input_layernorm = ZeroCenteredRMSNorm
@@ -230,5 +264,16 @@ def block_spec(config: TransformerConfig) -> TransformerBlockSubmodules:
         from rl.backends.megatron_context import ContextParallelAttention
 
         attn.core_attention = ContextParallelAttention
-    layer = ModuleSpec(module=TransformerLayer, submodules=sub)
-    return TransformerBlockSubmodules(layer_specs=[layer] * config.num_layers, layer_norm=ZeroCenteredRMSNorm)
+    layers = {"full_attention": ModuleSpec(module=TransformerLayer, submodules=sub)}
+    if "linear_attention" in layer_types:
+        megatron_shims.fla_stand_in()
+        from megatron.core.ssm.gated_delta_net import GatedDeltaNet, GatedDeltaNetSubmodules
+        from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
+
+        linear = copy.copy(sub)
+        linear.self_attention = ModuleSpec(module=GatedDeltaNet, submodules=GatedDeltaNetSubmodules(
+            in_proj=ColumnParallelLinear, out_norm=GatedOutputNorm, out_proj=RowParallelLinear))
+        layers["linear_attention"] = ModuleSpec(module=TransformerLayer, submodules=linear)
+    assert len(layer_types) == config.num_layers, (len(layer_types), config.num_layers)
+    return TransformerBlockSubmodules(layer_specs=[layers[kind] for kind in layer_types],
+                                      layer_norm=ZeroCenteredRMSNorm)

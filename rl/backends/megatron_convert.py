@@ -13,6 +13,9 @@ Layouts that are not a plain rename:
 * linear_fc1 (SwiGLU): [gate; up]; under TP each rank holds [gate shard; up shard].
 * Experts: HF stacks them ([E, 2I, H] gate_up, [E, H, I] down); megatron has one module per
   local expert, numbered from 0 on each expert-parallel rank.
+* Linear attention (gated delta net): in_proj = [q; k; v; z; beta; alpha] from HF's in_proj_qkv,
+  in_proj_z, in_proj_b, in_proj_a; under TP each rank holds [q; k; v; z; beta; alpha] of its own
+  heads (and conv1d [q; k; v] of them), so those two split per section (`gdn_sections`).
 Copies are exact (no arithmetic), so HF -> megatron -> HF is bitwise.
 """
 
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-__all__ = ["ShardRank", "gather_full", "hf_to_mcore", "mcore_to_hf", "shard", "split_rule"]
+__all__ = ["ShardRank", "gather_full", "gdn_sections", "hf_to_mcore", "mcore_to_hf", "shard", "split_rule"]
 
 _L = "decoder.layers.{}."
 
@@ -48,6 +51,35 @@ def _qkv_to_hf(qkv: torch.Tensor, cfg) -> tuple[torch.Tensor, torch.Tensor, torc
     return q_hf.reshape(-1, hidden), k.reshape(-1, hidden), v.reshape(-1, hidden)
 
 
+# GatedDeltaNet parameters whose names are the same on both sides (HF linear_attn.X, megatron self_attention.X)
+_GDN_SAME = ("conv1d.weight", "dt_bias", "A_log", "out_proj.weight")
+
+
+def gdn_sections(cfg) -> dict[str, tuple[int, ...]]:
+    """Row sections of the gated delta net's TP-split fused weights (full sizes), by name suffix."""
+    qk = cfg.linear_num_key_heads * cfg.linear_key_head_dim
+    v = cfg.linear_num_value_heads * cfg.linear_value_head_dim
+    heads = cfg.linear_num_value_heads
+    return {"self_attention.in_proj.weight": (qk, qk, v, v, heads, heads),
+            "self_attention.conv1d.weight": (qk, qk, v)}
+
+
+def _gdn_from_hf(hf: dict[str, torch.Tensor], h: str, m: str) -> dict[str, torch.Tensor]:
+    out = {m + name: hf[h + name] for name in _GDN_SAME}
+    out[m + "in_proj.weight"] = torch.cat([hf[h + f"in_proj_{p}.weight"] for p in ("qkv", "z", "b", "a")])
+    out[m + "out_norm.weight"] = hf[h + "norm.weight"]
+    return out
+
+
+def _gdn_to_hf(full: dict[str, torch.Tensor], m: str, h: str, cfg) -> dict[str, torch.Tensor]:
+    out = {h + name: full[m + name] for name in _GDN_SAME}
+    qk, _, v, z, b, a = gdn_sections(cfg)["self_attention.in_proj.weight"]
+    parts = torch.split(full[m + "in_proj.weight"], [2 * qk + v, z, b, a])
+    out.update({h + f"in_proj_{p}.weight": t for p, t in zip(("qkv", "z", "b", "a"), parts)})
+    out[h + "norm.weight"] = full[m + "out_norm.weight"]
+    return out
+
+
 def hf_to_mcore(hf: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
     """HF Qwen3_5(Moe)ForCausalLM state dict -> full megatron-core GPTModel dict (TP=EP=1 names)."""
     out = {"embedding.word_embeddings.weight": hf["model.embed_tokens.weight"],
@@ -57,12 +89,15 @@ def hf_to_mcore(hf: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
         h, m = f"model.layers.{i}.", _L.format(i)
         out[m + "input_layernorm.weight"] = hf[h + "input_layernorm.weight"]
         out[m + "pre_mlp_layernorm.weight"] = hf[h + "post_attention_layernorm.weight"]
-        a = h + "self_attn."
-        out[m + "self_attention.linear_qkv.weight"] = _qkv_from_hf(
-            hf[a + "q_proj.weight"], hf[a + "k_proj.weight"], hf[a + "v_proj.weight"], cfg)
-        out[m + "self_attention.linear_proj.weight"] = hf[a + "o_proj.weight"]
-        out[m + "self_attention.q_layernorm.weight"] = hf[a + "q_norm.weight"]
-        out[m + "self_attention.k_layernorm.weight"] = hf[a + "k_norm.weight"]
+        if h + "linear_attn.in_proj_qkv.weight" in hf:
+            out.update(_gdn_from_hf(hf, h + "linear_attn.", m + "self_attention."))
+        else:
+            a = h + "self_attn."
+            out[m + "self_attention.linear_qkv.weight"] = _qkv_from_hf(
+                hf[a + "q_proj.weight"], hf[a + "k_proj.weight"], hf[a + "v_proj.weight"], cfg)
+            out[m + "self_attention.linear_proj.weight"] = hf[a + "o_proj.weight"]
+            out[m + "self_attention.q_layernorm.weight"] = hf[a + "q_norm.weight"]
+            out[m + "self_attention.k_layernorm.weight"] = hf[a + "k_norm.weight"]
         if f"{h}mlp.gate.weight" in hf:
             out[m + "mlp.router.weight"] = hf[h + "mlp.gate.weight"]
             gate_up, down = hf[h + "mlp.experts.gate_up_proj"], hf[h + "mlp.experts.down_proj"]
@@ -91,12 +126,15 @@ def mcore_to_hf(full: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
         h, m = f"model.layers.{i}.", _L.format(i)
         out[h + "input_layernorm.weight"] = full[m + "input_layernorm.weight"]
         out[h + "post_attention_layernorm.weight"] = full[m + "pre_mlp_layernorm.weight"]
-        a = h + "self_attn."
-        q, k, v = _qkv_to_hf(full[m + "self_attention.linear_qkv.weight"], cfg)
-        out.update({a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v})
-        out[a + "o_proj.weight"] = full[m + "self_attention.linear_proj.weight"]
-        out[a + "q_norm.weight"] = full[m + "self_attention.q_layernorm.weight"]
-        out[a + "k_norm.weight"] = full[m + "self_attention.k_layernorm.weight"]
+        if m + "self_attention.in_proj.weight" in full:
+            out.update(_gdn_to_hf(full, m + "self_attention.", h + "linear_attn.", cfg))
+        else:
+            a = h + "self_attn."
+            q, k, v = _qkv_to_hf(full[m + "self_attention.linear_qkv.weight"], cfg)
+            out.update({a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v})
+            out[a + "o_proj.weight"] = full[m + "self_attention.linear_proj.weight"]
+            out[a + "q_norm.weight"] = full[m + "self_attention.q_layernorm.weight"]
+            out[a + "k_norm.weight"] = full[m + "self_attention.k_layernorm.weight"]
         if m + "mlp.router.weight" in full:
             out[h + "mlp.gate.weight"] = full[m + "mlp.router.weight"]
             num = cfg.num_experts
@@ -135,40 +173,57 @@ class ShardRank:
 
 
 def split_rule(name: str) -> str:
-    """How a parameter is split: 'rows' (dim 0), 'cols' (dim 1), 'glu' (rows, per half) or 'none'."""
-    if name.endswith(("word_embeddings.weight", "output_layer.weight", "linear_qkv.weight")):
+    """How a parameter is split: 'rows' (dim 0), 'cols' (dim 1), 'glu' (rows, per half),
+    'sections' (rows, per section of `gdn_sections`) or 'none'."""
+    if name.endswith(("self_attention.in_proj.weight", "self_attention.conv1d.weight")):
+        return "sections"
+    if name.endswith(("word_embeddings.weight", "output_layer.weight", "linear_qkv.weight",
+                      "self_attention.dt_bias", "self_attention.A_log")):
         return "rows"
-    if name.endswith(("linear_proj.weight", "linear_fc2.weight")):
+    if name.endswith(("linear_proj.weight", "linear_fc2.weight", "self_attention.out_proj.weight")):
         return "cols"
     if name.endswith("linear_fc1.weight"):
         return "glu"
     return "none"
 
 
-def _split(t: torch.Tensor, rule: str, rank: int, size: int) -> torch.Tensor:
+def _sections_of(name: str, t: torch.Tensor, sections: dict[str, tuple[int, ...]] | None, parts: int = 1):
+    """The section sizes of `name` (of a tensor that is 1/parts of the full one); GLU: two halves."""
+    if split_rule(name) == "glu":
+        return [t.shape[0] // 2] * 2
+    suffix = next((k for k in (sections or {}) if name.endswith(k)), None)
+    assert suffix is not None, f"{name}: split per section, but no sections given (gdn_sections)"
+    return [n // parts for n in sections[suffix]]
+
+
+def _split(name: str, t: torch.Tensor, rank: int, size: int, sections=None) -> torch.Tensor:
+    rule = split_rule(name)
     if size == 1 or rule == "none":
         return t
     if rule == "rows":
         return t.chunk(size, dim=0)[rank]
     if rule == "cols":
         return t.chunk(size, dim=1)[rank]
-    gate, up = t.chunk(2, dim=0)
-    return torch.cat([gate.chunk(size, dim=0)[rank], up.chunk(size, dim=0)[rank]])
+    pieces = torch.split(t, _sections_of(name, t, sections), dim=0)
+    return torch.cat([p.chunk(size, dim=0)[rank] for p in pieces])
 
 
-def _join(parts: list[torch.Tensor], rule: str) -> torch.Tensor:
+def _join(name: str, parts: list[torch.Tensor], sections=None) -> torch.Tensor:
+    rule = split_rule(name)
     if len(parts) == 1 or rule == "none":
         return parts[0]
     if rule == "rows":
         return torch.cat(parts, dim=0)
     if rule == "cols":
         return torch.cat(parts, dim=1)
-    halves = [p.chunk(2, dim=0) for p in parts]
-    return torch.cat([h[0] for h in halves] + [h[1] for h in halves])
+    split = [torch.split(p, _sections_of(name, p, sections, parts=len(parts)), dim=0) for p in parts]
+    return torch.cat([rank_pieces[i] for i in range(len(split[0])) for rank_pieces in split])
 
 
-def shard(full: dict[str, torch.Tensor], *, rank: ShardRank, num_experts: int = 0) -> dict[str, torch.Tensor]:
-    """This rank's GPTModel state dict from the full dict (experts renumbered locally)."""
+def shard(full: dict[str, torch.Tensor], *, rank: ShardRank, num_experts: int = 0,
+          sections: dict[str, tuple[int, ...]] | None = None) -> dict[str, torch.Tensor]:
+    """This rank's GPTModel state dict from the full dict (experts renumbered locally);
+    `sections`: `gdn_sections(cfg)` when the model has linear-attention layers."""
     local_experts = num_experts // rank.ep_size if num_experts else 0
     out = {}
     for name, t in full.items():
@@ -178,9 +233,9 @@ def shard(full: dict[str, torch.Tensor], *, rank: ShardRank, num_experts: int = 
             if e // local_experts != rank.ep_rank:
                 continue
             local = f"{match.group(1)}{e % local_experts}{match.group(3)}"
-            out[local] = _split(t, split_rule(name), rank.etp_rank, rank.etp_size).clone()
+            out[local] = _split(name, t, rank.etp_rank, rank.etp_size).clone()
         else:
-            out[name] = _split(t, split_rule(name), rank.tp_rank, rank.tp_size).clone()
+            out[name] = _split(name, t, rank.tp_rank, rank.tp_size, sections).clone()
     return out
 
 
@@ -193,7 +248,8 @@ def _all_gather(t: torch.Tensor, group, size: int) -> list[torch.Tensor]:
 
 
 def gather_full(local: dict[str, torch.Tensor], *, rank: ShardRank, num_experts: int = 0,
-                tp_group=None, ep_group=None, etp_group=None) -> dict[str, torch.Tensor]:
+                tp_group=None, ep_group=None, etp_group=None,
+                sections: dict[str, tuple[int, ...]] | None = None) -> dict[str, torch.Tensor]:
     """The full dict from every rank's shard; a collective over the TP, EP and expert-TP groups.
 
     Every rank must call it with the same names in the same order (sorted here).
@@ -204,9 +260,9 @@ def gather_full(local: dict[str, torch.Tensor], *, rank: ShardRank, num_experts:
         t = local[name].detach()
         match = _EXPERT.match(name)
         if match:
-            joined = _join(_all_gather(t, etp_group, rank.etp_size), split_rule(name))
+            joined = _join(name, _all_gather(t, etp_group, rank.etp_size))
             for r, part in enumerate(_all_gather(joined, ep_group, rank.ep_size)):
                 out[f"{match.group(1)}{r * local_experts + int(match.group(2))}{match.group(3)}"] = part
         else:
-            out[name] = _join(_all_gather(t, tp_group, rank.tp_size), split_rule(name))
+            out[name] = _join(name, _all_gather(t, tp_group, rank.tp_size), sections)
     return out

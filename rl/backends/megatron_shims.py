@@ -21,6 +21,13 @@ What is patched, and why:
   map "cuda" to "cpu", so grad norms and the distributed optimizer work unchanged.
 * `clip_grad_by_total_norm_fp32` asserts CUDA grads; the optimizer module gets a CPU version
   with the same rule (scale by max_norm / (total_norm + 1e-6) when that is below 1).
+* megatron's GatedDeltaNet (Qwen3.5's linear-attention layers) refuses to build without the
+  `fla` (flash-linear-attention) Triton kernels, which neither machine has. When fla is
+  missing, `fla_stand_in()` gives megatron's GDN modules torch versions of the three kernels it
+  calls: `chunk_gated_delta_rule` is megatron's own `torch_chunk_gated_delta_rule` (the one its
+  deterministic mode uses, taken from Hugging Face's), `causal_conv1d` a depthwise `F.conv1d`
+  with the same (x [B, S, D], weight [D, W]) calling convention, and `l2norm` the fp32 formula.
+  Same maths as fla and HF's torch fallbacks; slower on GPU, exact enough for the tests.
 * On every machine, after megatron is imported, `portable_tensor_pickles()` puts back torch's
   own `torch.storage._load_from_bytes`: `import megatron.core` replaces it, and a tensor pickled
   afterwards names megatron's function, so whichever process unpickles it (the engine's driver
@@ -38,7 +45,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-__all__ = ["apply", "on_cpu", "portable_tensor_pickles"]
+__all__ = ["apply", "fla_stand_in", "on_cpu", "portable_tensor_pickles"]
 
 _PAGED_STASH_OPS = "megatron.core.transformer.moe.ops.paged_stash"
 _applied = False
@@ -73,6 +80,40 @@ def portable_tensor_pickles() -> None:
     assert _TORCH_LOAD_FROM_BYTES.__module__ == "torch.storage", (
         "megatron_shims was imported after megatron.core; import it first")
     torch.storage._load_from_bytes = _TORCH_LOAD_FROM_BYTES
+
+
+def fla_stand_in() -> None:
+    """Torch kernels for megatron's GatedDeltaNet when `fla` is missing (call after `apply()`)."""
+    if importlib.util.find_spec("fla") is not None:
+        return
+    from megatron.core.ssm.gated_delta_net import common, gdn
+
+    common.HAVE_FLA = True
+    common.l2norm = _l2norm
+    common.causal_conv1d = gdn.causal_conv1d = _causal_conv1d
+    common.chunk_gated_delta_rule = gdn.chunk_gated_delta_rule = common.torch_chunk_gated_delta_rule
+
+
+def _l2norm(x: torch.Tensor, dim: int = -1, eps: float = 1e-6, output_dtype: Any = None) -> torch.Tensor:
+    xf = x.float()
+    out = xf * torch.rsqrt((xf * xf).sum(dim=dim, keepdim=True) + eps)
+    return out.to(output_dtype or x.dtype)
+
+
+def _causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                   activation: str | None = None, initial_state: Any = None, output_final_state: bool = False,
+                   cu_seqlens: Any = None, **_: Any) -> tuple[torch.Tensor, None]:
+    """fla's causal_conv1d on x [B, S, D] with a depthwise weight [D, W]: returns (y [B, S, D], None)."""
+    if initial_state is not None or output_final_state or cu_seqlens is not None:
+        raise NotImplementedError("the torch causal_conv1d stand-in runs whole, unpacked sequences only")
+    width = weight.shape[-1]
+    y = torch.nn.functional.conv1d(x.transpose(1, 2), weight.unsqueeze(1), bias, padding=width - 1,
+                                   groups=weight.shape[0])[..., : x.shape[1]]
+    if activation in ("silu", "swish"):
+        y = torch.nn.functional.silu(y)
+    elif activation is not None:
+        raise ValueError(f"causal_conv1d stand-in: unknown activation {activation!r}")
+    return y.transpose(1, 2), None
 
 
 def _stand_in_paged_stash_ops() -> None:

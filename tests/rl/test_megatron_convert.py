@@ -9,11 +9,15 @@ from rl.backends import megatron_convert as conv
 from rl.models import build_model
 
 FULL_ATTENTION = {"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2}
+HYBRID = {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}
 
 
-@pytest.fixture(scope="module", params=["qwen3_5", "qwen3_5_moe"])
+@pytest.fixture(scope="module", params=[("qwen3_5", FULL_ATTENTION), ("qwen3_5_moe", FULL_ATTENTION),
+                                        ("qwen3_5", HYBRID), ("qwen3_5_moe", HYBRID)],
+                ids=["dense", "moe", "dense-hybrid", "moe-hybrid"])
 def hf(request):
-    return build_model({"family": request.param, "config": FULL_ATTENTION}, vocab_size=16, seed=3)
+    family, config = request.param
+    return build_model({"family": family, "config": config}, vocab_size=16, seed=3)
 
 
 def test_round_trip_is_bitwise(hf) -> None:
@@ -26,9 +30,10 @@ def test_round_trip_is_bitwise(hf) -> None:
 
 def test_qkv_layout_groups_query_gate_key_value(hf) -> None:
     cfg = hf.config
+    layer = cfg.layer_types.index("full_attention")
     full = conv.hf_to_mcore(hf.state_dict(), cfg)
-    qkv = full["decoder.layers.0.self_attention.linear_qkv.weight"]
-    attn = "model.layers.0.self_attn."
+    qkv = full[f"decoder.layers.{layer}.self_attention.linear_qkv.weight"]
+    attn = f"model.layers.{layer}.self_attn."
     q_proj = hf.state_dict()[attn + "q_proj.weight"]
     per, dim = cfg.num_attention_heads // cfg.num_key_value_heads, cfg.head_dim
     # group 0 starts with query head 0 (first half of HF's [q_0; gate_0] rows), then its gate.
@@ -43,8 +48,9 @@ def test_shards_join_back_to_the_full_dict(hf, tp: int, ep: int) -> None:
     cfg = hf.config
     experts = int(getattr(cfg, "num_experts", 0) or 0)
     full = conv.hf_to_mcore(hf.state_dict(), cfg)
+    sections = conv.gdn_sections(cfg)
     shards = {(t, e): conv.shard(full, rank=conv.ShardRank(tp_rank=t, tp_size=tp, ep_rank=e, ep_size=ep),
-                                 num_experts=experts)
+                                 num_experts=experts, sections=sections)
               for t in range(tp) for e in range(ep)}
     local_experts = experts // ep if experts else 0
     for name, tensor in full.items():
@@ -55,10 +61,33 @@ def test_shards_join_back_to_the_full_dict(hf, tp: int, ep: int) -> None:
             assert torch.equal(shards[(0, e // local_experts)][local], tensor)
             continue
         parts = [shards[(t, 0)][name] for t in range(tp)]
-        assert torch.equal(conv._join(parts, conv.split_rule(name)), tensor), name
+        assert torch.equal(conv._join(name, parts, sections), tensor), name
 
 
 def test_glu_shard_keeps_gate_and_up_halves() -> None:
     fc1 = torch.arange(8.0)[:, None]  # gate rows 0..3, up rows 4..7
-    rank1 = conv._split(fc1, "glu", 1, 2)
+    rank1 = conv._split("decoder.layers.0.mlp.linear_fc1.weight", fc1, 1, 2)
     assert rank1.flatten().tolist() == [2.0, 3.0, 6.0, 7.0]
+
+
+def test_gdn_in_proj_shard_holds_each_section_of_its_own_heads() -> None:
+    """Rank r's in_proj rows are [q_r; k_r; v_r; z_r; beta_r; alpha_r] (megatron's per-rank layout)."""
+    sections = {"self_attention.in_proj.weight": (4, 4, 8, 8, 2, 2)}
+    rows = torch.arange(28.0)[:, None]
+    rank1 = conv._split("decoder.layers.0.self_attention.in_proj.weight", rows, 1, 2, sections)
+    assert rank1.flatten().tolist() == [2, 3, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 25, 27]
+
+
+def test_gdn_layout_maps_hf_projections(hf) -> None:
+    cfg = hf.config
+    if "linear_attention" not in cfg.layer_types:
+        pytest.skip("no linear-attention layer")
+    sd = hf.state_dict()
+    full = conv.hf_to_mcore(sd, cfg)
+    in_proj = full["decoder.layers.0.self_attention.in_proj.weight"]
+    h = "model.layers.0.linear_attn."
+    qkv, z = sd[h + "in_proj_qkv.weight"], sd[h + "in_proj_z.weight"]
+    assert torch.equal(in_proj[:qkv.shape[0]], qkv)
+    assert torch.equal(in_proj[qkv.shape[0]:qkv.shape[0] + z.shape[0]], z)
+    assert torch.equal(in_proj[-cfg.linear_num_value_heads:], sd[h + "in_proj_a.weight"])
+    assert torch.equal(full["decoder.layers.0.self_attention.out_norm.weight"], sd[h + "norm.weight"])

@@ -1,6 +1,7 @@
 """megatron backend numerics on CPU over gloo, in spawned processes (no Ray).
 
-Each case trains the same tiny twin (every layer full attention) on the same batch for two
+Each case trains the same tiny twin (Qwen3.5's hybrid layout: 3 gated-delta-net layers, then
+one attention layer) on the same batch for two
 optimizer steps and records log-probs, losses, grad norms and the refit (HF) weights; rank r of
 a data-parallel world gets its contiguous share of the rows. Compared:
 * megatron (world 1) against the torch backend (HF model, AdamW) in the same process;
@@ -34,11 +35,13 @@ pytestmark = pytest.mark.integration
 
 VOCAB, VL_VOCAB, ROWS, LENGTH, STEPS = 32, 56, 8, 12, 2  # VL_VOCAB: the arith_vl tokenizer
 OPT = dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
+# Qwen3.5's own layout (full_attention_interval 4): three gated-delta-net layers, one attention layer
+LAYER_TYPES = ["linear_attention"] * 3 + ["full_attention"]
 IMAGE_SIDE = 16  # pixels: a 4 x 4 patch grid, 2 x 2 = 4 image tokens per row
 
 
 def _model_cfg(family: str) -> dict:
-    fields: dict = {"layer_types": ["full_attention"] * 4}
+    fields: dict = {"layer_types": LAYER_TYPES}
     base = family.removesuffix("_vl")
     if base == "qwen3_5_moe":
         fields["router_aux_loss_coef"] = 0.0
