@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 PEAK_TFLOPS = 790.0
-# model name -> (family, HF config fields); every layer full attention (see docs/megatron.md).
+# model name -> (family, HF config fields); `--layers` picks all full attention or Qwen3.5's hybrid.
 MODELS: dict[str, tuple[str, dict]] = {
     "tiny": ("qwen3_5", {}),
     "tiny_moe": ("qwen3_5_moe", {}),
@@ -41,6 +41,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--model", choices=sorted(MODELS), default="tiny")
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--ep", type=int, default=1)
+    p.add_argument("--cp", type=int, default=1)
+    p.add_argument("--layers", choices=["full", "hybrid"], default="full",
+                   help="every layer full attention, or Qwen3.5's 3 gated-delta-net : 1 attention")
     p.add_argument("--sp", action="store_true")
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--distributed-optimizer", action="store_true")
@@ -54,10 +57,12 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def model_cfg(name: str) -> dict:
+def model_cfg(name: str, layers: str = "full") -> dict:
     family, fields = MODELS[name]
     fields = dict(fields)
-    fields["layer_types"] = ["full_attention"] * int(fields.get("num_hidden_layers", 4))
+    n = int(fields.get("num_hidden_layers", 4))
+    fields["layer_types"] = ["full_attention" if layers == "full" or (i + 1) % 4 == 0 else "linear_attention"
+                             for i in range(n)]
     return {"family": family, "config": fields}
 
 
@@ -93,14 +98,14 @@ def main() -> None:
     from rl.models import token_logprobs
     from rl.models.flops import total_flops
 
-    cfg = model_cfg(args.model)
+    cfg = model_cfg(args.model, args.layers)
     vocab = int(cfg["config"].get("vocab_size", 64))
     hf, weights = hf_weights(cfg, vocab)
     t0 = time.perf_counter()
     backend = get_backend("megatron")(
         model_cfg=cfg, vocab_size=vocab, micro_batch_size=args.mbs, weights=weights, seed=0,
         optimizer_cfg=dict(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=dict(tp=args.tp, ep=args.ep, sp=args.sp), precision=args.precision,
+        parallel=dict(tp=args.tp, ep=args.ep, cp=args.cp, sp=args.sp), precision=args.precision,
         distributed_optimizer=args.distributed_optimizer)
     build_s = time.perf_counter() - t0
     data = batch(args.rows * backend.dp_size, args.seq, vocab, seed=1)
@@ -127,7 +132,8 @@ def main() -> None:
     step_s = sorted(times)[len(times) // 2]
     tokens = args.rows * backend.dp_size * args.seq
     flops = total_flops(backend.hf_config, [args.seq] * args.rows * backend.dp_size)
-    result = dict(model=args.model, gpus=world, tp=args.tp, ep=args.ep, sp=args.sp, dp=backend.dp_size,
+    result = dict(model=args.model, layers=args.layers, gpus=world, tp=args.tp, ep=args.ep, cp=args.cp,
+                  sp=args.sp, dp=backend.dp_size,
                   precision=args.precision, distributed_optimizer=args.distributed_optimizer,
                   rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, build_s=round(build_s, 2),
                   step_s=round(step_s, 4), tokens_per_s=round(tokens / step_s),

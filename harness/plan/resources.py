@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness.plan.memory import MemoryEstimate, estimate_memory, device_capacity_gib
-from harness.plan.model_size import ModelSize, model_size
+from harness.plan.model_size import ModelSize, layer_types, model_size
 
 GPU_DEVICES = ("a100", "h100", "h200")
 
@@ -82,6 +82,9 @@ def _policy_parallel(recipe: Mapping, world: int, problems: list[str]) -> dict[s
     if tp == 1 and sp:
         problems.append("policy.parallel.sp: sequence parallel needs policy.parallel.tp > 1")
     backend = recipe["policy"]["backend"]
+    if backend == "megatron" and pp > 1:
+        problems.append(f"policy.parallel.pp = {pp}: the megatron backend runs pipeline size 1 only "
+                        "(no pipeline schedule yet; use tp, cp or ep)")
     if backend == "torch" and (tp, pp, cp, ep) != (1, 1, 1, 1):
         problems.append(
             f"policy.backend torch supports data parallel only (tp, pp, cp, ep = {tp}, {pp}, {cp}, {ep}); "
@@ -111,6 +114,14 @@ def _check_model(size: ModelSize, cfg: Mapping, policy: dict, gen_tp: int, probl
         problems.append(
             f"policy.parallel.pp = {policy['pp']} does not divide model.config.num_hidden_layers = {size.num_layers}"
         )
+    if policy["backend"] == "megatron" and "linear_attention" in layer_types(cfg):
+        span = policy["tp"] * policy["cp"]
+        for key in ("linear_num_key_heads", "linear_num_value_heads"):
+            if key in cfg and int(cfg[key]) % span:
+                problems.append(
+                    f"policy.parallel.tp x cp = {span} does not divide model.config.{key} = {cfg[key]} "
+                    "(megatron's gated delta net splits its heads over TP and CP)"
+                )
     if size.num_experts and policy["tp"] > 1 and not policy["sp"]:
         problems.append(
             "policy.parallel.sp must be true: megatron-core's MoE layer refuses tensor parallel "

@@ -1,7 +1,7 @@
 """The real engine (`python -m rl.run`, Ray, gloo) on the Qwen3.5-35B-A3B tiny twin with megatron.
 
 The recipe is `recipes/qwen3_5_35b.yaml --scale tiny` as the harness resolves it (megatron-core,
-EP=2 over 2 CPU ranks, every layer full attention), shrunk to a few small steps. Checked:
+EP=2 over 2 CPU ranks, Qwen3.5's hybrid layers), shrunk to a few small steps. Checked:
 * EP=2 (every rank a DP rank): the run completes, every invariant holds, the FLOPs fields count
   the world (2 ranks), the generator is in sync after every refit (gen_kl_error ~1e-9: the
   HF-format weights gathered from the experts' ranks are the trained ones), and the final
