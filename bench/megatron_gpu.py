@@ -42,6 +42,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--ep", type=int, default=1)
     p.add_argument("--cp", type=int, default=1)
+    p.add_argument("--pp", type=int, default=1)
     p.add_argument("--layers", choices=["full", "hybrid"], default="full",
                    help="every layer full attention, or Qwen3.5's 3 gated-delta-net : 1 attention")
     p.add_argument("--sp", action="store_true")
@@ -105,7 +106,7 @@ def main() -> None:
     backend = get_backend("megatron")(
         model_cfg=cfg, vocab_size=vocab, micro_batch_size=args.mbs, weights=weights, seed=0,
         optimizer_cfg=dict(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=dict(tp=args.tp, ep=args.ep, cp=args.cp, sp=args.sp), precision=args.precision,
+        parallel=dict(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp), precision=args.precision,
         distributed_optimizer=args.distributed_optimizer)
     build_s = time.perf_counter() - t0
     data = batch(args.rows * backend.dp_size, args.seq, vocab, seed=1)
@@ -116,7 +117,10 @@ def main() -> None:
         rows = mine["input_ids"][: args.mbs]
         with torch.no_grad():
             ref = token_logprobs(hf, rows.cuda(), torch.ones_like(rows).cuda()).cpu()
-        hf_diff = float((backend.logprobs(rows, torch.ones_like(rows)) - ref).abs().max())
+        diff = (backend.logprobs(rows, torch.ones_like(rows)) - ref).abs().max()
+        diff = torch.tensor([float(diff) if backend.reports_metrics else 0.0], device="cuda")
+        dist.all_reduce(diff, op=dist.ReduceOp.MAX)  # with PP only the last stage has log-probs
+        hf_diff = float(diff)
     del hf, weights
     num_tokens = int(data["response_mask"].sum())
     times, losses = [], []
@@ -127,12 +131,15 @@ def main() -> None:
         torch.cuda.synchronize()
         if step >= args.warmup:
             times.append(time.perf_counter() - t)
-        losses.append(metrics["loss"])
+        # the step's loss: summed over the reporting ranks (one per replica; with PP the last stage)
+        loss = torch.tensor([metrics["loss"] if backend.reports_metrics else 0.0], device="cuda")
+        dist.all_reduce(loss)
+        losses.append(float(loss))
     world = dist.get_world_size()
     step_s = sorted(times)[len(times) // 2]
     tokens = args.rows * backend.dp_size * args.seq
     flops = total_flops(backend.hf_config, [args.seq] * args.rows * backend.dp_size)
-    result = dict(model=args.model, layers=args.layers, gpus=world, tp=args.tp, ep=args.ep, cp=args.cp,
+    result = dict(model=args.model, layers=args.layers, gpus=world, tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp,
                   sp=args.sp, dp=backend.dp_size,
                   precision=args.precision, distributed_optimizer=args.distributed_optimizer,
                   rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, build_s=round(build_s, 2),

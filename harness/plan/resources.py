@@ -82,9 +82,9 @@ def _policy_parallel(recipe: Mapping, world: int, problems: list[str]) -> dict[s
     if tp == 1 and sp:
         problems.append("policy.parallel.sp: sequence parallel needs policy.parallel.tp > 1")
     backend = recipe["policy"]["backend"]
-    if backend == "megatron" and pp > 1:
-        problems.append(f"policy.parallel.pp = {pp}: the megatron backend runs pipeline size 1 only "
-                        "(no pipeline schedule yet; use tp, cp or ep)")
+    if backend == "megatron" and pp > 1 and recipe["model"].get("config", {}).get("tie_word_embeddings"):
+        problems.append(f"policy.parallel.pp = {pp} with model.config.tie_word_embeddings: the megatron "
+                        "backend pipelines untied embeddings only (set tie_word_embeddings: false or pp: 1)")
     if backend == "torch" and (tp, pp, cp, ep) != (1, 1, 1, 1):
         problems.append(
             f"policy.backend torch supports data parallel only (tp, pp, cp, ep = {tp}, {pp}, {cp}, {ep}); "

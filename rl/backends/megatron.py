@@ -16,8 +16,9 @@ Vision-language models (`model.modality: vision`) train as GPTModel + the HF vis
 the torch backend.
 
 Context parallelism (cp > 1) gathers keys and values inside attention (`megatron_context`);
-CP ranks of one replica get the same rows, like TP peers. Pipeline parallelism (pp > 1) is
-refused with a ValueError naming the field.
+pipeline parallelism (pp > 1) runs megatron's 1F1B schedule over the micro-batches
+(`megatron_pipeline`). TP, CP and PP ranks of one replica get the same rows; the reporting rank
+of a replica is TP rank 0, CP rank 0, last pipeline stage.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ megatron_shims.portable_tensor_pickles()
 from rl.algorithms.loss import LossConfig  # noqa: E402
 from rl.backends import megatron_config as mcfg  # noqa: E402
 from rl.backends import megatron_context as mctx  # noqa: E402
+from rl.backends import megatron_pipeline as mpipe  # noqa: E402
 from rl.backends import megatron_convert as conv  # noqa: E402
 from rl.backends import megatron_vision as mvis  # noqa: E402
-from rl.backends.torch import TRAIN_FIELDS, backward_micro_batch, micro_batches  # noqa: E402
+from rl.backends.torch import TRAIN_FIELDS, add_metrics, backward_micro_batch, micro_batch_loss  # noqa: E402
+from rl.backends.torch import micro_batches  # noqa: E402
 from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
 from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
 
@@ -84,10 +87,10 @@ def _ensure_process_group() -> None:
 
 def _init_parallel(parallel: mcfg.ParallelConfig, seed: int) -> None:
     if ps.model_parallel_is_initialized():
-        have = (ps.get_tensor_model_parallel_world_size(), ps.get_context_parallel_world_size(),
-                ps.get_expert_model_parallel_world_size())
-        want = (parallel.tp, parallel.cp, parallel.ep)
-        assert have == want, f"model parallel already initialised as (tp, cp, ep)={have}, not {want}"
+        have = (ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size(),
+                ps.get_context_parallel_world_size(), ps.get_expert_model_parallel_world_size())
+        want = (parallel.tp, parallel.pp, parallel.cp, parallel.ep)
+        assert have == want, f"model parallel already initialised as (tp, pp, cp, ep)={have}, not {want}"
     else:
         world = dist.get_world_size()
         if world % (parallel.tp * parallel.pp * parallel.cp) or world % (parallel.ep * parallel.etp):
@@ -131,6 +134,12 @@ class MegatronBackend:
             ep_rank=ps.get_expert_model_parallel_rank(), ep_size=self.parallel.ep,
             etp_rank=ps.get_expert_tensor_parallel_rank(), etp_size=self.parallel.etp)
         self.num_experts = int(getattr(self.hf_config, "num_experts", 0) or 0)
+        self.first_stage, self.last_stage = ps.is_pipeline_first_stage(), ps.is_pipeline_last_stage()
+        self.layer_offset, self.layer_count = mpipe.stage_layers(
+            self.hf_config.num_hidden_layers, self.parallel.pp, ps.get_pipeline_model_parallel_rank())
+        if self.parallel.pp > 1 and self.hf_config.tie_word_embeddings:
+            raise ValueError("model.config.tie_word_embeddings: tied embeddings are not supported with "
+                             "policy.parallel.pp > 1 (the first and last stages would share a weight)")
         self.gpt = self._build(weights)
         self.reference_gpt = self._build(weights).requires_grad_(False)
         self.model = self._wrap(self.gpt)
@@ -153,27 +162,34 @@ class MegatronBackend:
         rope = mcfg.gpt_rope_kwargs(self.hf_config)
         if self.vl_config:  # image features go in before the sequence-parallel scatter
             rope.update(scatter_embedding_sequence_parallel=False)
-        spec = mcfg.block_spec(self.config, list(self.hf_config.layer_types))
-        gpt = GPTModel(config=self.config, transformer_layer_spec=spec, vocab_size=self.hf_config.vocab_size,
-                       pre_process=True, post_process=True, share_embeddings_and_output_weights=bool(self.hf_config.tie_word_embeddings), **rope)
+        kinds = list(self.hf_config.layer_types)[self.layer_offset:self.layer_offset + self.layer_count]
+        gpt = GPTModel(config=self.config, transformer_layer_spec=mcfg.block_spec(self.config, kinds),
+                       vocab_size=self.hf_config.vocab_size, pre_process=self.first_stage,
+                       post_process=self.last_stage,
+                       share_embeddings_and_output_weights=bool(self.hf_config.tie_word_embeddings), **rope)
         gpt.rotary_pos_emb = mcfg.interleaved_mrope(self.hf_config)
         local = self._shard(text)
         result = gpt.load_state_dict(local, strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
         assert not missing and not result.unexpected_keys, (missing, result.unexpected_keys)
         model: torch.nn.Module = gpt
-        if self.vl_config:
-            tower = mvis.build_vision_tower(self.vl_config)
-            tower.load_state_dict(visual)
+        if self.vl_config:  # the vision tower lives on the first pipeline stage
+            tower = None
+            if self.first_stage:
+                tower = mvis.build_vision_tower(self.vl_config)
+                tower.load_state_dict(visual)
             model = mvis.VisionLanguageModel(self.config, language_model=gpt, vision_model=tower,
-                                             image_token_id=self.vl_config.image_token_id)
+                                             image_token_id=self.vl_config.image_token_id,
+                                             spatial_merge_size=self.vl_config.vision_config.spatial_merge_size)
         if not megatron_shims.on_cpu():
             model.cuda(torch.cuda.current_device())
         return model
 
     def _shard(self, hf_text: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """This rank's GPTModel state dict from HF text weights."""
-        return conv.shard(conv.hf_to_mcore(hf_text, self.hf_config), rank=self.rank, num_experts=self.num_experts,
+        """This rank's GPTModel state dict from HF text weights (its pipeline stage, TP/EP shard)."""
+        stage = mpipe.to_stage(conv.hf_to_mcore(hf_text, self.hf_config), offset=self.layer_offset,
+                               count=self.layer_count, first=self.first_stage, last=self.last_stage)
+        return conv.shard(stage, rank=self.rank, num_experts=self.num_experts,
                           sections=conv.gdn_sections(self.hf_config))
 
     def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -198,21 +214,22 @@ class MegatronBackend:
 
     @property
     def reports_metrics(self) -> bool:
-        """True on one rank per data-parallel replica (TP rank 0 and CP rank 0); sum metrics over those."""
-        return self.rank.tp_rank == 0 and ps.get_context_parallel_rank() == 0
+        """True on one rank per data-parallel replica (TP rank 0, CP rank 0, last pipeline stage: the
+        one that sees logits); sum metrics over those."""
+        return self.rank.tp_rank == 0 and ps.get_context_parallel_rank() == 0 and self.last_stage
 
     # --- log-probs -----------------------------------------------------------------------------
 
     def _device(self) -> torch.device:
         return torch.device("cpu") if megatron_shims.on_cpu() else torch.device("cuda", torch.cuda.current_device())
 
-    def _forward_logprobs(self, model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
-                          images: dict[str, torch.Tensor]) -> torch.Tensor:
-        """[B, T] fp32 log-probs, out[:, 0] = 0, 0 on padding (the HF `token_logprobs` contract).
+    def _inputs(self, ids: torch.Tensor, mask: torch.Tensor, images: dict[str, torch.Tensor]
+                ) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
+        """The model's keyword inputs for rows `ids` [B, T], this rank's next-token labels, and the
+        padded length.
 
-        Rows are right-padded to a multiple of TP (sequence parallel) x 2CP (context parallel);
-        a CP rank runs its share of the tokens (`megatron_context`) and the log-probs of the
-        whole rows are gathered, so every rank returns (and trains on) the full [B, T]."""
+        Rows are right-padded to a multiple of TP (sequence parallel) x 2CP (context parallel); a
+        CP rank runs its share of the tokens (`megatron_context`)."""
         rows, length = ids.shape
         cp = self.parallel.cp
         multiple = (self.parallel.tp if self.parallel.sp else 1) * (2 * cp if cp > 1 else 1)
@@ -241,12 +258,23 @@ class MegatronBackend:
                               image_grid_thw=images["image_grid_thw"].to(dev))
         else:
             inputs.update(input_ids=ids_p[:, index].to(dev))
-        logits = model(**inputs)  # [B, local tokens, V / TP]
         labels = torch.nn.functional.pad(ids_p[:, 1:], (0, 1))[:, index].to(dev)  # each token's next token
+        return inputs, labels, total
+
+    def _logprobs_of(self, logits: torch.Tensor, labels: torch.Tensor, total: int, mask: torch.Tensor) -> torch.Tensor:
+        """[B, T] fp32 log-probs from this rank's logits [B, local, V/TP], out[:, 0] = 0, 0 on padding
+        (the HF `token_logprobs` contract); whole rows are gathered over CP."""
+        rows, length = mask.shape
         next_lp = -tensor_parallel.vocab_parallel_cross_entropy(logits.float().contiguous(), labels)
         next_lp = mctx.gather_tokens(next_lp, total)
         lp = next_lp[:, : length - 1].cpu() * mask[:, 1:].to(torch.float32)
         return torch.cat([lp.new_zeros(rows, 1), lp], dim=1)
+
+    def _forward_logprobs(self, model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
+                          images: dict[str, torch.Tensor]) -> torch.Tensor:
+        """[B, T] log-probs of rows `ids` through `model` (no pipeline)."""
+        inputs, labels, total = self._inputs(ids, mask, images)
+        return self._logprobs_of(model(**inputs), labels, total, mask)
 
     @property
     def vl_model(self) -> mvis.VisionLanguageModel:
@@ -263,12 +291,31 @@ class MegatronBackend:
         if input_ids.shape[0] == 0:
             return torch.zeros(input_ids.shape, dtype=torch.float32)
         model.eval()
-        outs = []
         columns = {"input_ids": input_ids, "attention_mask": attention_mask, **images}
-        for mb, real in micro_batches(columns, self.micro_batch_size):
+        batches = micro_batches(columns, self.micro_batch_size)
+        if self.parallel.pp > 1:
+            return self._pipeline_logprobs(model, batches, input_ids.shape)
+        outs = []
+        for mb, real in batches:
             imgs = {f: mb[f] for f in images}
             outs.append(self._forward_logprobs(model, mb["input_ids"], mb["attention_mask"], imgs)[:real])
         return torch.cat(outs)
+
+    def _pipeline_logprobs(self, model: torch.nn.Module, batches: list, shape: torch.Size) -> torch.Tensor:
+        """Log-probs through the pipeline; real on the last stage, zeros (never reported) elsewhere."""
+        steps, total = [], 0
+        for mb, real in batches:
+            images = {f: mb[f] for f in IMAGE_FIELDS if f in mb}
+            inputs, labels, total = self._inputs(mb["input_ids"], mb["attention_mask"], images)
+
+            def loss(logits, labels=labels, total=total, mask=mb["attention_mask"], real=real):
+                lp = self._logprobs_of(logits, labels, total, mask)[:real]
+                return lp.new_zeros(()), torch.ones((), dtype=torch.int, device=logits.device), lp
+
+            steps.append((lambda inputs=inputs: model(**inputs), loss))
+        outs = mpipe.run_schedule(model, steps, forward_only=True, seq_length=total,
+                                  micro_batch_size=self.micro_batch_size)
+        return torch.cat(outs) if self.last_stage else torch.zeros(shape, dtype=torch.float32)
 
     # --- training ------------------------------------------------------------------------------
 
@@ -283,30 +330,62 @@ class MegatronBackend:
         totals: dict[str, float] = {}
         if batch["input_ids"].shape[0]:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
-            for mb, real in micro_batches({k: batch[k] for k in TRAIN_FIELDS + images}, self.micro_batch_size):
-                curr = self._forward_logprobs(self.ddp, mb["input_ids"], mb["attention_mask"],
-                                              {f: mb[f] for f in images})
-                backward_micro_batch(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
+            batches = micro_batches({k: batch[k] for k in TRAIN_FIELDS + images}, self.micro_batch_size)
+            if self.parallel.pp > 1:
+                self._pipeline_train(batches, images, num_tokens=num_tokens, loss_cfg=loss_cfg, totals=totals)
+            else:
+                for mb, real in batches:
+                    curr = self._forward_logprobs(self.ddp, mb["input_ids"], mb["attention_mask"],
+                                                  {f: mb[f] for f in images})
+                    backward_micro_batch(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
         finalize_model_grads([self.ddp])
         _, grad_norm, _ = self.optimizer.step()
         clear_aux_losses_tracker()
         totals["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
         return totals
 
+    def _pipeline_train(self, batches: list, images: tuple[str, ...], *, num_tokens: int, loss_cfg: LossConfig,
+                        totals: dict[str, float]) -> None:
+        """Forward and backward of every micro-batch through the 1F1B schedule; the last stage
+        computes the loss (the same `micro_batch_loss` as without a pipeline) and its metrics."""
+        steps, total = [], 0
+        for mb, real in batches:
+            inputs, labels, total = self._inputs(mb["input_ids"], mb["attention_mask"], {f: mb[f] for f in images})
+
+            def loss(logits, mb=mb, real=real, labels=labels, total=total):
+                curr = self._logprobs_of(logits, labels, total, mb["attention_mask"])
+                value, metrics = micro_batch_loss(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens)
+                return value, torch.ones((), dtype=torch.int, device=logits.device), metrics
+
+            steps.append((lambda inputs=inputs: self.ddp(**inputs), loss))
+        for metrics in mpipe.run_schedule(self.ddp, steps, forward_only=False, seq_length=total,
+                                          micro_batch_size=self.micro_batch_size):
+            add_metrics(totals, metrics)
+
     # --- state ---------------------------------------------------------------------------------
 
     def _hf_weights(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """The whole model in HF format on every rank: gathered over TP/EP, then over the stages."""
+        language, visual = model, {}
         if isinstance(model, mvis.VisionLanguageModel):
-            visual = {k: v.detach().float().cpu().clone() for k, v in model.vision_model.state_dict().items()}
-            return mvis.join_hf(self._hf_weights(model.language_model), visual)
-        local = {k: v.detach().float().cpu() for k, v in model.named_parameters()}
+            language = model.language_model
+            if model.vision_model is not None:
+                visual = {k: v.detach().float().cpu().clone() for k, v in model.vision_model.state_dict().items()}
+        local = {k: v.detach().float().cpu() for k, v in language.named_parameters()}
         local = {k: v.to(self._device()) for k, v in local.items()}  # NCCL gathers on the device
         full = conv.gather_full(local, rank=self.rank, num_experts=self.num_experts,
                                 tp_group=ps.get_tensor_model_parallel_group(),
                                 ep_group=ps.get_expert_model_parallel_group(),
                                 etp_group=ps.get_expert_tensor_parallel_group(),
                                 sections=conv.gdn_sections(self.hf_config))
-        return {k: v.cpu() for k, v in conv.mcore_to_hf(full, self.hf_config).items()}
+        full = mpipe.from_stage({k: v.cpu() for k, v in full.items()}, offset=self.layer_offset)
+        if self.parallel.pp > 1:
+            stages: list = [None] * self.parallel.pp
+            dist.all_gather_object(stages, (full, visual), group=ps.get_pipeline_model_parallel_group())
+            full = {k: v for stage_full, _ in stages for k, v in stage_full.items()}
+            visual = {k: v for _, stage_visual in stages for k, v in stage_visual.items()}
+        hf = {k: v.cpu() for k, v in conv.mcore_to_hf(full, self.hf_config).items()}
+        return mvis.join_hf(hf, visual) if self.vl_config else hf
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """HF-format policy weights (fp32), for refit and checkpoints. A collective."""
@@ -341,7 +420,7 @@ class MegatronBackend:
             text, visual = mvis.split_hf(weights)
             self._load_hf(model.language_model, text)
             with torch.no_grad():
-                for name, param in model.vision_model.named_parameters():
+                for name, param in (model.vision_model.named_parameters() if model.vision_model else ()):
                     param.copy_(visual[name])
             return
         local = self._shard(weights)

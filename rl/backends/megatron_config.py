@@ -64,8 +64,6 @@ class ParallelConfig:
         for name in ("tp", "pp", "cp", "ep", "etp"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"policy.parallel.{name} must be >= 1, got {getattr(self, name)}")
-        if self.pp != 1:
-            raise ValueError("policy.parallel.pp: the megatron backend runs pipeline size 1 only")
         if self.sp and self.tp == 1:
             raise ValueError("policy.parallel.sp needs policy.parallel.tp > 1")
 
@@ -196,6 +194,9 @@ def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: tor
         linear_value_head_dim=hf_config.linear_value_head_dim,
         linear_num_key_heads=hf_config.linear_num_key_heads,
         linear_num_value_heads=hf_config.linear_num_value_heads,
+        pipeline_dtype=params_dtype,
+        # gloo has no coalesced (batched) p2p; NCCL does
+        batch_p2p_comm=not megatron_shims.on_cpu(),
     )
     if moe:
         fields.update(
@@ -251,8 +252,9 @@ def interleaved_mrope(hf_config) -> InterleavedMRoPE:
 
 
 def block_spec(config: TransformerConfig, layer_types: list[str]) -> TransformerBlockSubmodules:
-    """The local (non-TE) GPT layer spec, every norm a ZeroCenteredRMSNorm; a "linear_attention"
-    layer has megatron's GatedDeltaNet where a "full_attention" layer has self-attention."""
+    """The local (non-TE) GPT layer spec of one pipeline stage (`layer_types`: its layers), every norm
+    a ZeroCenteredRMSNorm; a "linear_attention" layer has megatron's GatedDeltaNet where a
+    "full_attention" layer has self-attention."""
     sub = get_gpt_layer_local_submodules(num_experts=config.num_moe_experts, moe_grouped_gemm=False,
                                          qk_layernorm=True, normalization="RMSNorm")
     sub.input_layernorm = ZeroCenteredRMSNorm
@@ -274,6 +276,7 @@ def block_spec(config: TransformerConfig, layer_types: list[str]) -> Transformer
         linear.self_attention = ModuleSpec(module=GatedDeltaNet, submodules=GatedDeltaNetSubmodules(
             in_proj=ColumnParallelLinear, out_norm=GatedOutputNorm, out_proj=RowParallelLinear))
         layers["linear_attention"] = ModuleSpec(module=TransformerLayer, submodules=linear)
-    assert len(layer_types) == config.num_layers, (len(layer_types), config.num_layers)
+    assert len(layer_types) * config.pipeline_model_parallel_size == config.num_layers, (
+        len(layer_types), config.num_layers)
     return TransformerBlockSubmodules(layer_specs=[layers[kind] for kind in layer_types],
                                       layer_norm=ZeroCenteredRMSNorm)

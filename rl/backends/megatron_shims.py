@@ -16,7 +16,7 @@ What is patched, and why:
 * `torch.cuda.Stream/Event/current_stream/stream` become no-op stand-ins (megatron DDP's
   communication stream, the alltoall MoE dispatcher).
 * `torch.distributed.all_to_all_single` turns numpy split sizes into lists (gloo refuses arrays).
-* The optimizer, grad-clipping and grad-buffer modules create small tensors with a hard-coded
+* The optimizer, grad-clipping, grad-buffer and pipeline-schedule modules create small tensors with a hard-coded
   `device="cuda"`; in those modules (only) `torch` is replaced by a proxy whose tensor factories
   map "cuda" to "cpu", so grad norms and the distributed optimizer work unchanged.
 * `clip_grad_by_total_norm_fp32` asserts CUDA grads; the optimizer module gets a CPU version
@@ -201,6 +201,7 @@ _CUDA_DEFAULT_MODULES = (
     "megatron.core.distributed.param_and_grad_buffer",
     "megatron.core.transformer.utils",
     "megatron.core.utils",  # local_multi_tensor_l2_norm (no apex/TE)
+    "megatron.core.pipeline_parallel.schedules",  # the pipeline schedules' token counters
 )
 _FACTORIES = ("tensor", "zeros", "ones", "empty", "full", "arange")
 

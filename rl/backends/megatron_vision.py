@@ -86,16 +86,18 @@ def join_hf(text: dict[str, torch.Tensor], visual: dict[str, torch.Tensor]) -> d
 class VisionLanguageModel(MegatronModule):
     """GPTModel (`language_model`) fed by the HF vision tower (`vision_model`)."""
 
-    def __init__(self, config, *, language_model: torch.nn.Module, vision_model: torch.nn.Module,
-                 image_token_id: int) -> None:
+    def __init__(self, config, *, language_model: torch.nn.Module, vision_model: torch.nn.Module | None,
+                 image_token_id: int, spatial_merge_size: int) -> None:
+        """`vision_model` is None on pipeline stages after the first (the tower runs on the first)."""
         super().__init__(config=config)
         self.language_model = language_model
         self.vision_model = vision_model
         self.image_token_id = int(image_token_id)
-        self.pre_process = self.post_process = True
+        self.spatial_merge_size = int(spatial_merge_size)
+        self.pre_process, self.post_process = language_model.pre_process, language_model.post_process
         self.share_embeddings_and_output_weights = language_model.share_embeddings_and_output_weights
         # The image features go in before the sequence-parallel scatter, so we scatter ourselves.
-        assert not language_model.embedding.scatter_to_sequence_parallel, \
+        assert not (self.pre_process and language_model.embedding.scatter_to_sequence_parallel), \
             "build the GPTModel with scatter_embedding_sequence_parallel=False"
 
     def shared_embedding_or_output_weight(self) -> torch.Tensor:
@@ -107,17 +109,19 @@ class VisionLanguageModel(MegatronModule):
     def position_ids(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      image_grid_thw: torch.Tensor | None) -> torch.Tensor:
         """[3, B, S] M-RoPE positions of right-padded rows (HF's `get_rope_index`)."""
-        merge = int(self.vision_model.config.spatial_merge_size)
         return mrope_position_ids(input_ids.cpu(), attention_mask.cpu(),
                                   None if image_grid_thw is None else image_grid_thw.cpu(),
-                                  image_token_id=self.image_token_id, spatial_merge_size=merge)
+                                  image_token_id=self.image_token_id, spatial_merge_size=self.spatial_merge_size)
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor,
                 pixel_values: torch.Tensor | None = None, image_grid_thw: torch.Tensor | None = None,
                 token_index: torch.Tensor | None = None) -> torch.Tensor:
         """Logits [B, S', V/TP] of rows `input_ids` [B, S] with packed patches [N, D] and grids
         [images, 3]. Under context parallelism `token_index` picks this rank's S' tokens (after the
-        images are placed in the whole rows); `position_ids` and the mask are of those tokens."""
+        images are placed in the whole rows); `position_ids` and the mask are of those tokens.
+        Past the first pipeline stage the input is the previous stage's activations."""
+        if not self.pre_process:
+            return self.language_model(input_ids=None, position_ids=position_ids, attention_mask=attention_mask)
         embeds = self.language_model.embedding(input_ids=input_ids, position_ids=None)  # [S, B, H]
         if pixel_values is not None:
             tower = self.vision_model

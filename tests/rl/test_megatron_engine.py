@@ -11,6 +11,7 @@ EP=2 over 2 CPU ranks, Qwen3.5's hybrid layers), shrunk to a few small steps. Ch
   checks, and its step-1 log-probs equal EP=2's on the same batch;
 * CP=2 and EP=2 (context parallel: one DP replica, each rank holds half of every sequence):
   same checks, and its step-1 log-probs equal EP=2's;
+* PP=2 (two pipeline stages, the last one answers): same checks, step-1 log-probs equal EP=2's;
 * the torch backend (HF model) on the same warm-started weights: step 1 draws the same batch, and
   its log-probs match megatron's within the backend's measured tolerance (docs/megatron.md).
 The warm start is cached (~/.cache/rl or $RL_CACHE_DIR) and shared with the shipped recipe.
@@ -133,6 +134,19 @@ def test_cp2_context_parallel_matches_ep2(ep2: Path, work: Path) -> None:
     assert rows[0]["train/reward"] == first["train/reward"]
     assert rows[0]["train/logprob_digest"] == pytest.approx(first["train/logprob_digest"], rel=DIGEST_RTOL)
     assert rows[0]["train/loss"] == pytest.approx(first["train/loss"], rel=1e-4, abs=1e-6)
+
+
+def test_pp2_pipeline_matches_ep2(ep2: Path, work: Path) -> None:
+    pp2 = _run(work, "pp2", "policy.parallel.pp=2", "policy.parallel.ep=1", "algorithm.num_steps=2",
+               "checkpoint.every_steps=2")
+    rows = _check_run(pp2, 2)
+    first = _metrics(ep2)[0]
+    assert rows[0]["train/reward"] == first["train/reward"]
+    assert rows[0]["train/logprob_digest"] == pytest.approx(first["train/logprob_digest"], rel=DIGEST_RTOL)
+    assert rows[0]["train/loss"] == pytest.approx(first["train/loss"], rel=1e-4, abs=1e-6)
+    tensors = torch.load(pp2 / "checkpoints" / "step_2" / "tensors.pt", weights_only=False)
+    assert len(tensors["optimizer"]["per_rank"]) == 2  # one per stage
+    assert {f"model.layers.{i}.input_layernorm.weight" for i in range(4)} <= set(tensors["policy"])
 
 
 def test_torch_backend_logprobs_match_megatron(ep2: Path, work: Path) -> None:

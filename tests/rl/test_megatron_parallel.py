@@ -6,6 +6,8 @@ optimizer steps and records log-probs, losses, grad norms and the refit (HF) wei
 a data-parallel world gets its contiguous share of the rows. Compared:
 * megatron (world 1) against the torch backend (HF model, AdamW) in the same process;
 * megatron TP=2 (dense) and EP=2 (MoE, each rank a DP rank) against megatron world 1;
+* megatron PP=2 (two pipeline stages of 2 layers each, 1F1B schedule; the last stage reports)
+  against world 1, dense and the MoE VL twin;
 * megatron CP=2 (context parallel: each rank holds half of every sequence and gathers keys and
   values in attention) against world 1, dense and, with EP=2 as well, the MoE VL twin;
 * the same for the vision-language twins ("_vl": HF vision tower + GPTModel, M-RoPE positions,
@@ -211,3 +213,16 @@ def test_cp2_matches_cp1(single: dict, family: str, parallel: dict) -> None:
     _assert_same(_summed(cp2), _summed([single[family]]))
     _assert_weights(cp2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
     _assert_weights(cp2[1]["megatron"]["weights"], cp2[0]["megatron"]["weights"], atol=0.0)
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe_vl"])
+def test_pp2_matches_pp1(single: dict, family: str) -> None:
+    pp2 = _run(2, family, {"pp": 2})
+    one = single[family]["megatron"]
+    last = pp2[1]["megatron"]  # the last stage computes the log-probs
+    assert (last["lp0"] - one["lp0"]).abs().max() <= 2e-5
+    assert (last["lp1"] - one["lp1"]).abs().max() <= 2e-5
+    assert [r["reports"] for r in pp2] == [False, True]
+    _assert_same(_summed(pp2), _summed([single[family]]))
+    _assert_weights(pp2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
+    _assert_weights(pp2[1]["megatron"]["weights"], pp2[0]["megatron"]["weights"], atol=0.0)
