@@ -78,10 +78,10 @@ def test_gdn_in_proj_shard_holds_each_section_of_its_own_heads() -> None:
     assert rank1.flatten().tolist() == [2, 3, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 25, 27]
 
 
-def test_gdn_layout_maps_hf_projections(hf) -> None:
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
+def test_gdn_layout_maps_hf_projections(family: str) -> None:
+    hf = build_model({"family": family, "config": HYBRID}, vocab_size=16, seed=3)
     cfg = hf.config
-    if "linear_attention" not in cfg.layer_types:
-        pytest.skip("no linear-attention layer")
     sd = hf.state_dict()
     full = conv.hf_to_mcore(sd, cfg)
     in_proj = full["decoder.layers.0.self_attention.in_proj.weight"]

@@ -178,17 +178,28 @@ def test_megatron_matches_torch_backend(single: dict, family: str) -> None:
     _assert_weights(meg["weights"], ref["weights"], atol=1e-4)
 
 
-@pytest.mark.parametrize("family, parallel", [("qwen3_5", {"tp": 2}), ("qwen3_5_vl", {"tp": 2, "sp": True})])
-def test_dense_tp2_matches_tp1(single: dict, family: str, parallel: dict) -> None:
-    tp2 = _run(2, family, parallel)
+# One data-parallel replica over the 2 ranks: the rows of both are all rows. TP and CP ranks each
+# return the whole rows' log-probs (rank 0 reports); with PP only the last stage has them.
+ONE_REPLICA = [("qwen3_5", {"tp": 2}), ("qwen3_5_vl", {"tp": 2, "sp": True}), ("qwen3_5", {"cp": 2}),
+               ("qwen3_5_moe_vl", {"cp": 2, "ep": 2}), ("qwen3_5", {"pp": 2}), ("qwen3_5_moe_vl", {"pp": 2})]
+
+
+def _case_id(family: str, parallel: dict) -> str:
+    return family + "".join(f"-{k}" if v is True else f"-{k}{v}" for k, v in parallel.items())
+
+
+@pytest.mark.parametrize("family, parallel", ONE_REPLICA, ids=[_case_id(f, p) for f, p in ONE_REPLICA])
+def test_one_replica_over_two_ranks_matches_world_1(single: dict, family: str, parallel: dict) -> None:
+    ranks = _run(2, family, parallel)
     one = single[family]["megatron"]
-    for r in tp2:  # both TP ranks see all rows and agree
+    pipeline = parallel.get("pp", 1) > 1
+    assert [r["reports"] for r in ranks] == ([False, True] if pipeline else [True, False])
+    for r in ranks[1:] if pipeline else ranks:
         assert (r["megatron"]["lp0"] - one["lp0"]).abs().max() <= 2e-5
         assert (r["megatron"]["lp1"] - one["lp1"]).abs().max() <= 2e-5
-    assert [r["reports"] for r in tp2] == [True, False]
-    _assert_same(_summed(tp2), _summed([single[family]]))
-    _assert_weights(tp2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
-    _assert_weights(tp2[1]["megatron"]["weights"], tp2[0]["megatron"]["weights"], atol=0.0)
+    _assert_same(_summed(ranks), _summed([single[family]]))
+    _assert_weights(ranks[0]["megatron"]["weights"], one["weights"], atol=1e-4)
+    _assert_weights(ranks[1]["megatron"]["weights"], ranks[0]["megatron"]["weights"], atol=0.0)
 
 
 @pytest.mark.parametrize("family", ["qwen3_5_moe", "qwen3_5_moe_vl"])
@@ -200,29 +211,3 @@ def test_moe_ep2_matches_ep1(single: dict, family: str) -> None:
         assert (joined - one[key]).abs().max() <= 2e-5
     _assert_same(_summed(ep2), _summed([single[family]]))
     _assert_weights(ep2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
-
-
-@pytest.mark.parametrize("family, parallel", [("qwen3_5", {"cp": 2}), ("qwen3_5_moe_vl", {"cp": 2, "ep": 2})])
-def test_cp2_matches_cp1(single: dict, family: str, parallel: dict) -> None:
-    cp2 = _run(2, family, parallel)
-    one = single[family]["megatron"]
-    for r in cp2:  # both CP ranks of the one replica see all rows and return whole rows
-        assert (r["megatron"]["lp0"] - one["lp0"]).abs().max() <= 2e-5
-        assert (r["megatron"]["lp1"] - one["lp1"]).abs().max() <= 2e-5
-    assert [r["reports"] for r in cp2] == [True, False]
-    _assert_same(_summed(cp2), _summed([single[family]]))
-    _assert_weights(cp2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
-    _assert_weights(cp2[1]["megatron"]["weights"], cp2[0]["megatron"]["weights"], atol=0.0)
-
-
-@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe_vl"])
-def test_pp2_matches_pp1(single: dict, family: str) -> None:
-    pp2 = _run(2, family, {"pp": 2})
-    one = single[family]["megatron"]
-    last = pp2[1]["megatron"]  # the last stage computes the log-probs
-    assert (last["lp0"] - one["lp0"]).abs().max() <= 2e-5
-    assert (last["lp1"] - one["lp1"]).abs().max() <= 2e-5
-    assert [r["reports"] for r in pp2] == [False, True]
-    _assert_same(_summed(pp2), _summed([single[family]]))
-    _assert_weights(pp2[0]["megatron"]["weights"], one["weights"], atol=1e-4)
-    _assert_weights(pp2[1]["megatron"]["weights"], pp2[0]["megatron"]["weights"], atol=0.0)
