@@ -31,15 +31,19 @@ FAMILIES: dict[str, tuple[type[PretrainedConfig], type[PreTrainedModel]]] = {
 }
 
 
-def check_config_fields(family: str, fields: dict) -> None:
+def refuse_unknown_fields(config_cls: type, fields: dict, *, prefix: str) -> None:
     """HF configs swallow unknown kwargs; we refuse them so that a typo is not silently ignored."""
-    config_cls = FAMILIES[family][0]
     known = set(config_cls().to_dict())
     for key in fields:
         if key not in known:
             close = difflib.get_close_matches(key, sorted(known), n=3)
             hint = f"; did you mean {close}?" if close else ""
-            raise ValueError(f"model.config.{key}: not a {config_cls.__name__} field{hint}")
+            raise ValueError(f"{prefix}{key}: not a {config_cls.__name__} field{hint}")
+
+
+def check_config_fields(family: str, fields: dict) -> None:
+    """The recipe's `model.config` fields must be fields of the family's HF config."""
+    refuse_unknown_fields(FAMILIES[family][0], fields, prefix="model.config.")
 
 
 def make_config(family: str, overrides: dict, *, vocab_size: int) -> PretrainedConfig:

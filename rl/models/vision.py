@@ -13,7 +13,6 @@ families; from a path they are loaded offline.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 
 import torch
@@ -28,7 +27,7 @@ from transformers import (
     Qwen3_5VisionConfig,
 )
 
-from rl.models.qwen3_5 import make_config
+from rl.models.qwen3_5 import make_config, refuse_unknown_fields
 from rl.models.registry import vision_registry
 
 __all__ = ["TINY_VISION_CONFIG", "VL_FAMILIES", "make_vl_config", "vision_token_ids"]
@@ -72,13 +71,7 @@ def vision_token_ids(tokenizer_name: str) -> dict[str, int]:
 
 
 def _vision_fields(family: str, overrides: dict, *, text_hidden_size: int) -> dict:
-    vision_cls = VL_FAMILIES[family][1]
-    known = set(vision_cls().to_dict())
-    for key in overrides:
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=3)
-            hint = f"; did you mean {close}?" if close else ""
-            raise ValueError(f"model.config.vision_config.{key}: not a {vision_cls.__name__} field{hint}")
+    refuse_unknown_fields(VL_FAMILIES[family][1], overrides, prefix="model.config.vision_config.")
     fields = {**TINY_VISION_CONFIG, **overrides}
     out = fields.setdefault("out_hidden_size", text_hidden_size)
     if out != text_hidden_size:
