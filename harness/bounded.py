@@ -1,0 +1,90 @@
+"""Bounded reading: every file the harness reads goes through here.
+
+A run dir, a recipe or a thresholds file is input we do not control. A FIFO in its place would
+block forever, /dev/zero would fill memory, a symlink to a device would do either. So we open
+only regular files, without blocking, and read at most a cap's worth; anything else is a
+`BoundedReadError` with one line that names the file and why.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+__all__ = ["BoundedReadError", "CAPS", "read_bytes", "read_text"]
+
+MiB = 1 << 20
+# Caps per kind of file, generous for the largest honest file of each kind.
+CAPS = {
+    "recipe": 1 * MiB,          # a recipe is a few KiB
+    "thresholds": 1 * MiB,
+    "status": 1 * MiB,          # status.json: a few hundred bytes
+    "json": 16 * MiB,           # result.json, plan.json, env.json, a reference metrics.json
+    "invariants": 256 * MiB,    # one record per dispatch per step
+    "metrics": 512 * MiB,       # metrics.jsonl of a long run with many series
+    "events": 512 * MiB,        # TensorBoard event files
+    "log": 64 * MiB,            # engine.log / harness.log tails
+}
+
+
+class BoundedReadError(OSError):
+    """A file that is not a regular file, is too large, or cannot be read."""
+
+    def __init__(self, path: str | os.PathLike, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+def read_bytes(path: str | os.PathLike, *, kind: str) -> bytes:
+    """The whole content of regular file `path`, at most CAPS[kind] bytes, or BoundedReadError."""
+    cap = CAPS[kind]
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise BoundedReadError(path, exc.strerror or str(exc)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise BoundedReadError(path, f"not a regular file ({_kind_of(info.st_mode)})")
+        if info.st_size > cap:
+            raise BoundedReadError(path, f"larger than the {cap} byte cap for a {kind} file ({info.st_size} bytes)")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 * MiB, cap + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > cap:  # grew while we read it
+                raise BoundedReadError(path, f"larger than the {cap} byte cap for a {kind} file")
+        return b"".join(chunks)
+    except OSError as exc:
+        if isinstance(exc, BoundedReadError):
+            raise
+        raise BoundedReadError(path, exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | os.PathLike, *, kind: str, errors: str = "strict") -> str:
+    """`read_bytes` decoded as UTF-8; undecodable bytes are a BoundedReadError unless `errors`."""
+    raw = read_bytes(path, kind=kind)
+    try:
+        return raw.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise BoundedReadError(f"{Path(path)}:{line}", f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+
+
+def _kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a plain file"
