@@ -22,6 +22,8 @@ import os
 import sys
 from typing import Sequence
 
+from harness.recipe.scales import SCALES
+
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -37,7 +39,8 @@ class _Parser(argparse.ArgumentParser):
 def _recipe_args(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
     p.add_argument("recipe", nargs="?" if optional else None, help="recipe YAML file")
     p.add_argument("overrides", nargs="*", help="overrides a.b=c (existing key) or ++a.b=c (new key)")
-    p.add_argument("--scale", choices=["tiny"], help="run the recipe as its tiny twin")
+    p.add_argument("--scale", choices=list(SCALES),
+                   help="run the recipe as one of its twins: tiny (CPU), h200x2 (2 x H200)")
 
 
 def build_parser() -> argparse.ArgumentParser:

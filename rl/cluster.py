@@ -1,8 +1,9 @@
 """Ray for the engine: start or join a cluster, reserve a placement group, start named
 workers, and wait on them so that a dead worker is named and nothing waits forever.
 
-Workers are plain Ray actors with fractional `num_cpus` (MACHINES.md: a leftover actor holding
-a whole CPU once kept the second gloo rank from being scheduled). Every remote call goes
+Where each worker runs is `rl.placement`'s rule (CPU fractions on a CPU box, one GPU bundle per
+policy rank on a GPU machine). A private Ray gets a fresh random auth token per run, so no other
+local user can submit work to it while the run is up. Every remote call goes
 through `Cluster.get`, which waits with `ray.wait` and a deadline and turns an actor death into
 `DeadWorkerError(name)`; when a worker raises instead (e.g. its gloo peer vanished), the other
 workers are probed so the dead one is still the one reported.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +23,17 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from rl.placement import ActorSlot, Placement
+
 __all__ = ["Cluster", "DeadWorkerError", "WorkerHandle", "WorkerTimeoutError", "start_ray"]
 
 log = logging.getLogger(__name__)
 
-WORKER_CPUS = 0.25  # fractional: several workers share the 2 cores of a CPU box
 PROBE_TIMEOUT_S = 3.0
+OBJECT_STORE_BYTES = 4 << 30  # explicit: a GPU machine's memory reads small at start (MACHINES.md)
+# The GPU machines' NVLink-multicast switches: set in the driver's environment, they reach every worker.
+PASS_THROUGH_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+                    "NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS")
 
 
 class DeadWorkerError(RuntimeError):
@@ -41,16 +48,33 @@ class WorkerTimeoutError(RuntimeError):
     """Workers did not answer within the deadline."""
 
 
-def start_ray(*, num_cpus: int) -> bool:
-    """Join RAY_ADDRESS when set, else start a private local Ray. Returns True when started here."""
+def start_ray(*, num_cpus: float, num_gpus: int = 0) -> bool:
+    """Join RAY_ADDRESS when set, else start a private local Ray with a fresh auth token.
+    Returns True when started here."""
     if ray.is_initialized():
         return False
     address = os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=True)
         return False
-    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=True)
+    # Token auth with a token nobody else has: the raylets and workers we start inherit it.
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    ray.init(address="local", num_cpus=max(int(num_cpus + 0.999), 1), num_gpus=num_gpus,
+             object_store_memory=OBJECT_STORE_BYTES if num_gpus else None,
+             include_dashboard=False, log_to_driver=True)
     return True
+
+
+def worker_env(recipe_env: dict[str, str], *, gpu: bool) -> dict[str, str]:
+    """The env every worker starts with: the recipe's, the GPU switches set in the driver's
+    environment, one CPU thread; a CPU worker sees no GPU (a CPU recipe runs the same anywhere)."""
+    env = {k: os.environ[k] for k in PASS_THROUGH_ENV if k in os.environ}
+    env.update(recipe_env)
+    env["OMP_NUM_THREADS"] = "1"
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
 
 
 @dataclass
@@ -65,29 +89,30 @@ class WorkerHandle:
 class Cluster:
     """The workers of one run, their placement group, and guarded waiting."""
 
-    bundles: int
+    placement: Placement
     env_vars: dict[str, str] = field(default_factory=dict)
     workers: list[WorkerHandle] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._pg = placement_group([{"CPU": WORKER_CPUS}] * self.bundles, strategy="PACK")
+        self._pg = placement_group(self.placement.bundles, strategy="PACK")
         try:
             ray.get(self._pg.ready(), timeout=120)
         except GetTimeoutError:
             raise WorkerTimeoutError(
-                f"placement group of {self.bundles} x {WORKER_CPUS} CPU not ready in 120 s; "
+                f"placement group {self.placement.bundles} not ready in 120 s; "
                 f"cluster resources: {ray.cluster_resources()}") from None
 
-    def spawn(self, cls: type, *, name: str, role: str, rank: int, **kwargs: Any) -> WorkerHandle:
-        """Start actor `cls(name=..., **kwargs)` in the next free bundle."""
-        index = len(self.workers)
-        assert index < self.bundles, f"no bundle left for {name}"
-        env = {**self.env_vars, "OMP_NUM_THREADS": "1"}
+    def spawn(self, cls: type, *, slot: ActorSlot, name: str, role: str, rank: int, **kwargs: Any) -> WorkerHandle:
+        """Start actor `cls(name=..., **kwargs)` in its slot of the placement group."""
+        if not 0 <= slot.bundle < len(self.placement.bundles):
+            raise ValueError(f"{name}: bundle {slot.bundle} is not in the placement group")
+        env = worker_env(self.env_vars, gpu=self.placement.gpu)
         actor = ray.remote(cls).options(
-            num_cpus=WORKER_CPUS,
+            num_cpus=slot.num_cpus,
+            num_gpus=slot.num_gpus,
             max_restarts=0,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
-                placement_group=self._pg, placement_group_bundle_index=index),
+                placement_group=self._pg, placement_group_bundle_index=slot.bundle),
             runtime_env={"env_vars": env},
         ).remote(name=name, rank=rank, **kwargs)
         handle = WorkerHandle(name=name, role=role, rank=rank, actor=actor)

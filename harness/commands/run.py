@@ -122,7 +122,7 @@ def main(args: argparse.Namespace) -> int:
     plan = plan_obj.to_json()
     run_dir = make_run_dir(args.out, recipe["name"])
     recipe_file = write_inputs(run_dir, recipe, plan)
-    print(f"recipe  {recipe_path}{' (tiny twin)' if args.scale else ''}\nrun dir {run_dir}")
+    print(f"recipe  {recipe_path}{f' ({args.scale} twin)' if args.scale else ''}\nrun dir {run_dir}")
     print(format_plan(plan_obj), end="")
     if args.dry_run:
         print("dry run: would launch " + " ".join(engine_command(recipe, run_dir)))

@@ -15,10 +15,14 @@ from harness.thresholds import load_thresholds
 
 
 def validate_one(path: Path) -> list[str]:
-    """Problems of one recipe at full scale and as its tiny twin; empty when it is sound."""
+    """Problems of one recipe at full scale and at each of its scales; empty when it is sound."""
     problems = []
-    for scale in (None, "tiny"):
-        label = "tiny twin" if scale else "full scale"
+    try:
+        scales = load_recipe(path).scales
+    except USER_ERRORS as error:
+        return [f"full scale: {error}"]
+    for scale in (None, *scales):
+        label = f"{scale} twin" if scale else "full scale"
         try:
             resolved = load_recipe(path, scale=scale)
             make_plan(resolved.data)

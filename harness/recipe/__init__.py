@@ -7,12 +7,13 @@ See docs/recipes.md.
 
 from harness.recipe.errors import RecipeError
 from harness.recipe.find import find_recipes
-from harness.recipe.load import Resolved, load_recipe
+from harness.recipe.load import SCALES, Resolved, load_recipe
 from harness.recipe.overrides import apply_overrides
 from harness.recipe.show import dump_recipe, format_show
 
 __all__ = [
     "RecipeError",
+    "SCALES",
     "Resolved",
     "apply_overrides",
     "dump_recipe",

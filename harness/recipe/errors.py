@@ -98,9 +98,9 @@ class Origin:
                    base_dir=base_dir or Path(os.getcwd()))
 
     @classmethod
-    def tiny(cls, entry: Origin) -> Origin:
-        return cls(label=f"tiny twin ({entry.label})", where=entry.where, base_dir=entry.base_dir,
-                   key_prefix="tiny")
+    def twin(cls, scale: str, entry: Origin) -> Origin:
+        return cls(label=f"{scale} twin ({entry.label})", where=entry.where, base_dir=entry.base_dir,
+                   key_prefix=scale)
 
     @classmethod
     def default(cls, recipe: Path, label: str = "schema default") -> Origin:

@@ -1,9 +1,10 @@
 """`load_recipe`: files -> defaults chain -> tiny twin -> overrides -> defaults -> schema -> paths.
 
 The order is the contract (docs/recipes.md): `defaults:` files merge first (deep merge, last
-wins, the file itself last), then the `tiny:` block when `--scale tiny`, then command-line
-overrides, then schema defaults, then validation. Without a scale the tiny twin and every parity
-variant are still built and validated, so a broken twin fails `harness validate`, not CI.
+wins, the file itself last), then the scale's block when `--scale NAME` (`tiny:` the CPU twin,
+`h200x2:` the 2 x H200 twin), then command-line overrides, then schema defaults, then
+validation. Every scale block and every parity variant is built and validated whatever scale is
+asked for, so a broken twin fails `harness validate`, not CI.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from harness.recipe.overrides import apply, parse_override, split_key
 from harness.recipe.tree import Tree, leaves
 from harness.recipe.yamlsafe import load_file
 
-SCALES = ("tiny",)
+from harness.recipe.scales import SCALES
 _PATH_KEYS = (("checks", "thresholds"), ("model", "path"), ("model", "tokenizer"))
 
 
@@ -31,40 +32,44 @@ class Resolved:
     provenance: dict[str, str]
     source: Path
     scale: str | None
+    scales: tuple[str, ...] = ()  # the scale blocks this recipe has
 
 
 def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = (), *, scale: str | None = None) -> Resolved:
     """Resolve the recipe at `path`. Raises RecipeError (one line, file:line: key: message)."""
     source = Path(os.path.normpath(Path(path).absolute()))
     if scale is not None and scale not in SCALES:
-        raise RecipeError(f"unknown scale {scale!r}; the only scale is 'tiny'", where=display_path(source),
-                          suggestion=nearest(scale, SCALES))
+        raise RecipeError(f"unknown scale {scale!r}; the scales are {', '.join(SCALES)}",
+                          where=display_path(source), suggestion=nearest(scale, SCALES))
     if not source.is_file():
         raise RecipeError("recipe file not found", where=display_path(source))
     parsed = [parse_override(text, recipe=source) for text in overrides]
     tree = load_chain(source, ())
     tree.origins[()] = Origin.file(source, 1)
-    tiny, tiny_origins = tree.pop_top("tiny")
-    tiny_entries = _tiny_entries(tiny, tiny_origins)
+    blocks = {name: _scale_entries(name, *tree.pop_top(name)) for name in SCALES}
+    if scale is not None and not blocks[scale]:
+        raise RecipeError(f"this recipe has no {scale}: block, so no {scale} scale",
+                          where=display_path(source), key=scale)
 
-    def build(with_tiny: bool) -> Tree:
+    def build(twin: str | None) -> Tree:
         out = tree.copy()
-        if with_tiny:
-            for keys, value, origin, inner in tiny_entries:
-                apply(out, keys, value, origin, mode="schema", inner=inner)
+        for keys, value, origin, inner in blocks.get(twin) or ():
+            apply(out, keys, value, origin, mode="schema", inner=inner)
         for item in parsed:
             apply(out, item.keys, item.value, Origin.override(item.text, source), mode="add" if item.add else "set")
         schema.fill_defaults(out, Origin.default(source))
         schema.validate(out)
         return out
 
-    final = build(scale == "tiny")
-    if scale is None and tiny_entries:
-        build(True)                      # only validated: the twin must stay runnable
+    final = build(scale)
+    for name, entries in blocks.items():
+        if entries and name != scale:
+            build(name)                  # only validated: the twin must stay runnable
     _check_variants(final)
     _resolve_paths(final)
     provenance = {dotted(p): final.origin_of(p).label for p in leaves(final.data)}
-    return Resolved(data=final.data, provenance=provenance, source=source, scale=scale)
+    return Resolved(data=final.data, provenance=provenance, source=source, scale=scale,
+                    scales=tuple(name for name in SCALES if blocks[name]))
 
 
 def load_chain(path: Path, chain: tuple[Path, ...]) -> Tree:
@@ -103,19 +108,20 @@ def _defaults_entries(path: Path, raw: object, lines: dict, chain: tuple[Path, .
     return out
 
 
-def _tiny_entries(tiny: object, origins: dict) -> list[tuple[tuple[str, ...], object, Origin, dict]]:
-    """The `tiny:` block as (key path, value, origin, origins inside the value); errors point at it."""
-    if tiny is None:
+def _scale_entries(name: str, block: object, origins: dict) -> list[tuple[tuple[str, ...], object, Origin, dict]]:
+    """A scale block (`tiny:`, `h200x2:`) as (key path, value, origin, origins inside the value);
+    errors point at it."""
+    if block is None:
         return []
-    block = origins[("tiny",)]
-    if not isinstance(tiny, dict):
-        raise RecipeError("must be a mapping of dotted keys to values", where=block.where, key="tiny")
+    where = origins[(name,)]
+    if not isinstance(block, dict):
+        raise RecipeError("must be a mapping of dotted keys to values", where=where.where, key=name)
     out = []
-    for key, value in tiny.items():
-        entry = origins.get(("tiny", key), block)
-        keys = split_key(key, where=f"{entry.where}: tiny")
-        inner = {p[2:]: Origin.tiny(o) for p, o in origins.items() if p[:2] == ("tiny", key) and len(p) > 2}
-        out.append((keys, value, Origin.tiny(entry), inner))
+    for key, value in block.items():
+        entry = origins.get((name, key), where)
+        keys = split_key(key, where=f"{entry.where}: {name}")
+        inner = {p[2:]: Origin.twin(name, o) for p, o in origins.items() if p[:2] == (name, key) and len(p) > 2}
+        out.append((keys, value, Origin.twin(name, entry), inner))
     return out
 
 

@@ -17,11 +17,12 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from harness.recipe.errors import Origin, RecipeError, dotted, nearest
+from harness.recipe.scales import SCALES
 from harness.recipe.tree import Tree
 
 SCHEMA: dict = json.loads(resources.files("harness").joinpath("schema/recipe.schema.json").read_text("utf-8"))
 _VALIDATOR = Draft202012Validator(SCHEMA)
-CONSUMED = ("defaults", "tiny")      # read by the loader from files; never in a resolved recipe
+CONSUMED = ("defaults", *SCALES)    # read by the loader from files; never in a resolved recipe
 _TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
                "object": "a mapping", "array": "a list", "null": "null"}
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.errors import UsageError
 from harness.recipe.errors import RecipeError, display_path, dotted, nearest
+from harness.recipe.scales import SCALES
 from harness.recipe.yamlsafe import load_file
 from harness.suites.model import GATE_MODES, HARDWARE, Disabled, Entry, Gate, Suite
 
@@ -111,7 +112,7 @@ def _entry(r: _Reader, value: Any, keys: tuple, default_hardware: str | None) ->
         id=r.text(data["id"], keys + ("id",), pattern=ID_RE),
         recipe=recipe,
         overrides=r.strings(data.get("overrides", []), keys + ("overrides",)),
-        scale=None if data.get("scale") is None else r.choice(data["scale"], keys + ("scale",), ("tiny",)),
+        scale=None if data.get("scale") is None else r.choice(data["scale"], keys + ("scale",), SCALES),
         hardware=r.choice(hardware, keys + ("hardware",), HARDWARE),
         tags=r.strings(data.get("tags", []), keys + ("tags",)),
         estimated_hours=None if hours is None else float(r.number(hours, keys + ("estimated_hours",))),

@@ -9,6 +9,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from harness.recipe import RecipeError, apply_overrides, load_recipe
+from harness.recipe.scales import SCALES
 from harness.recipe.schema import SCHEMA, object_branch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +20,7 @@ cluster: {devices_per_node: 2, device: cpu}
 algorithm: {num_steps: 2}
 task: {name: arith}
 """
-CONSUMED = {"defaults", "tiny"}          # read by the loader, never in a resolved recipe
+CONSUMED = {"defaults", *SCALES}         # read by the loader, never in a resolved recipe
 
 
 def _walk(schema: dict, prefix: tuple = ()):

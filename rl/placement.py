@@ -1,0 +1,76 @@
+"""Where each worker runs: the placement group's bundles and each actor's share of one.
+
+One rule, stated once (docs/architecture.md, "Placement"):
+* CPU runs: one bundle per worker with a fraction of a CPU (several workers share the 2 cores
+  of a CPU box; a whole CPU per actor once kept the second gloo rank from being scheduled).
+  CPU workers are told to see no GPU, so a CPU recipe behaves the same on a GPU machine.
+* GPU runs: one bundle per policy rank, `{"GPU": 1, "CPU": CPUS_PER_GPU}`. Colocated generation
+  (the default) puts the generation worker in rank 0's bundle beside the policy actor, the GPU
+  split between them, as the reference's colocated mode shares the training GPUs; with
+  `generation.colocated: false` the generation worker gets a bundle (and a GPU) of its own.
+Ray sets CUDA_VISIBLE_DEVICES for an actor that reserves GPUs, so every GPU worker sees exactly
+its own device as cuda:0 (MACHINES.md: Ray 2.60 leaves it alone for actors that reserve none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CPUS_PER_GPU", "GPU_DEVICES", "WORKER_CPUS", "ActorSlot", "Placement", "is_gpu", "plan_placement"]
+
+WORKER_CPUS = 0.25
+CPUS_PER_GPU = 2
+GPU_SHARE_COLOCATED = 0.5
+GPU_DEVICES = ("h100", "h200", "a100")
+
+
+def is_gpu(device: str) -> bool:
+    """True for a GPU class named in `cluster.device`."""
+    return device in GPU_DEVICES
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorSlot:
+    """One actor's place: its bundle and what it reserves there."""
+
+    bundle: int
+    num_cpus: float
+    num_gpus: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    bundles: list[dict[str, float]]
+    policy: list[ActorSlot]
+    generation: ActorSlot
+    gpu: bool
+
+    @property
+    def num_gpus(self) -> int:
+        return int(sum(b.get("GPU", 0) for b in self.bundles))
+
+    @property
+    def num_cpus(self) -> float:
+        return sum(b.get("CPU", 0) for b in self.bundles)
+
+
+def plan_placement(*, device: str, world_size: int, colocated: bool = True) -> Placement:
+    """Bundles and actor slots for `world_size` policy ranks and one generation worker."""
+    if world_size < 1:
+        raise ValueError(f"cluster: world size must be >= 1, got {world_size}")
+    if not is_gpu(device):
+        bundles = [{"CPU": WORKER_CPUS}] * (world_size + 1)
+        policy = [ActorSlot(bundle=r, num_cpus=WORKER_CPUS, num_gpus=0.0) for r in range(world_size)]
+        return Placement(bundles=bundles, policy=policy, gpu=False,
+                         generation=ActorSlot(bundle=world_size, num_cpus=WORKER_CPUS, num_gpus=0.0))
+    bundles = [{"GPU": 1.0, "CPU": float(CPUS_PER_GPU)} for _ in range(world_size)]
+    if colocated:
+        # Rank 0's bundle holds both; the other ranks' actors take their whole GPU.
+        policy = [ActorSlot(bundle=r, num_cpus=1.0, num_gpus=GPU_SHARE_COLOCATED if r == 0 else 1.0)
+                  for r in range(world_size)]
+        generation = ActorSlot(bundle=0, num_cpus=1.0, num_gpus=GPU_SHARE_COLOCATED)
+    else:
+        bundles.append({"GPU": 1.0, "CPU": float(CPUS_PER_GPU)})
+        policy = [ActorSlot(bundle=r, num_cpus=1.0, num_gpus=1.0) for r in range(world_size)]
+        generation = ActorSlot(bundle=world_size, num_cpus=1.0, num_gpus=1.0)
+    return Placement(bundles=bundles, policy=policy, generation=generation, gpu=True)
