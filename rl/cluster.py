@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rl.placement import ActorSlot, Placement
+from rl.worker_errors import DeadWorkerError, WorkerTimeoutError
 
 __all__ = ["Cluster", "DeadWorkerError", "WorkerHandle", "WorkerTimeoutError", "start_ray"]
 
@@ -36,20 +36,9 @@ PASS_THROUGH_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVS
                     "NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS")
 
 
-class DeadWorkerError(RuntimeError):
-    """A worker process died; `worker` is its name (e.g. "policy-1")."""
-
-    def __init__(self, worker: str, detail: str = "") -> None:
-        super().__init__(f"worker {worker} died" + (f": {detail}" if detail else ""))
-        self.worker = worker
-
-
-class WorkerTimeoutError(RuntimeError):
-    """Workers did not answer within the deadline."""
-
-
 def start_ray(*, num_cpus: float, num_gpus: int = 0) -> bool:
-    """Join RAY_ADDRESS when set, else start a private local Ray with a fresh auth token.
+    """Join RAY_ADDRESS when set, else start a private local Ray (with the token that
+    `arm_private_auth` set, when the process called it before importing Ray).
     Returns True when started here."""
     if ray.is_initialized():
         return False
@@ -57,9 +46,6 @@ def start_ray(*, num_cpus: float, num_gpus: int = 0) -> bool:
     if address:
         ray.init(address=address, log_to_driver=True)
         return False
-    # Token auth with a token nobody else has: the raylets and workers we start inherit it.
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     ray.init(address="local", num_cpus=max(int(num_cpus + 0.999), 1), num_gpus=num_gpus,
              object_store_memory=OBJECT_STORE_BYTES if num_gpus else None,
              include_dashboard=False, log_to_driver=True)
@@ -72,7 +58,9 @@ def worker_env(recipe_env: dict[str, str], *, gpu: bool) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASS_THROUGH_ENV if k in os.environ}
     env.update(recipe_env)
     env["OMP_NUM_THREADS"] = "1"
-    if not gpu:
+    if gpu:
+        env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's condition for deterministic kernels
+    else:
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -20,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from rl import checkpoint
-from rl.cluster import DeadWorkerError, WorkerTimeoutError
 from rl.config import RunConfig, load_config
 from rl.runlog import RunLog
+from rl.worker_errors import DeadWorkerError, WorkerTimeoutError
 
 log = logging.getLogger("rl.run")
 
@@ -122,6 +123,7 @@ class Engine:
         from rl.algorithms.grpo import GRPODriver
         from rl.cluster import Cluster, start_ray
         from rl.envs import make_env
+        from rl.placement import plan_placement
         from rl.models import ImageLayout, build_model
         from rl.tokenizer import load_tokenizer
         from rl.warm_start import warm_start
@@ -130,10 +132,14 @@ class Engine:
         from rl.workers.group import PolicyGroup
 
         cfg, alg = self.cfg, self.cfg.algorithm
+        world, env_keys = cfg.world_size, sorted(cfg.env)
+        placement = plan_placement(device=cfg.cluster.device, world_size=world,
+                                   colocated=cfg.generation.colocated)
+        device = "cuda" if placement.gpu else "cpu"
         # Logical CPUs: our workers take fractions; TransferQueue's controller and each storage
         # unit ask for a whole CPU, so a TQ run reserves those on top (2 cores would hang).
         tq_cpus = 1 + cfg.data_plane.tq.num_storage_units if cfg.data_plane.backend == "tq" else 0
-        self.started_ray = start_ray(num_cpus=max(cfg.world_size, 2) + tq_cpus)
+        self.started_ray = start_ray(num_cpus=max(placement.num_cpus, 2) + tq_cpus, num_gpus=placement.num_gpus)
         signal.signal(signal.SIGTERM, _on_signal)  # ray.init installs its own handler; ours wins
         tokenizer = load_tokenizer(cfg.model.tokenizer)
         env = make_env({"name": cfg.task.name, "params": cfg.task.params})
@@ -141,18 +147,18 @@ class Engine:
             from rl.data.tq_store import TQStore, tq_conf
 
             self.store = TQStore.start(tq_conf(num_storage_units=cfg.data_plane.tq.num_storage_units))
-        world, env_keys = cfg.world_size, sorted(cfg.env)
-        self.cluster = cluster = Cluster(bundles=world + 1, env_vars=dict(cfg.env))
-        ranks = [cluster.spawn(PolicyWorker, name=f"policy-{r}", role="policy", rank=r, world_size=world,
-                               env_keys=env_keys, data_plane=self.store) for r in range(world)]
-        gen = cluster.spawn(GenerationWorker, name="generation-0", role="generation", rank=0,
-                            env_keys=env_keys)
+        self.cluster = cluster = Cluster(placement=placement, env_vars=dict(cfg.env))
+        ranks = [cluster.spawn(PolicyWorker, slot=placement.policy[r], name=f"policy-{r}", role="policy",
+                               rank=r, world_size=world, env_keys=env_keys, data_plane=self.store, device=device)
+                 for r in range(world)]
+        gen = cluster.spawn(GenerationWorker, slot=placement.generation, name="generation-0", role="generation",
+                            rank=0, env_keys=env_keys, device=device, precision=cfg.policy.precision)
 
         # While the actors boot, build (and warm-start) the initial weights here.
         model_cfg = asdict(cfg.model)
         model = build_model(model_cfg, vocab_size=len(tokenizer), seed=alg.seed)
         if self.ckpt is None:
-            info = warm_start(model, tokenizer, env, asdict(alg.warm_start), seed=alg.seed)
+            info = warm_start(model, tokenizer, env, asdict(alg.warm_start), seed=alg.seed, device=device)
             log.info("warm start: %s", info)
             weights = model.state_dict()
         else:
@@ -186,10 +192,18 @@ class Engine:
         def generate(prompt_ids: Any, *, seed: int, **images: Any) -> dict:
             return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, **gen_kwargs, **images)[0]
 
+        names = [*(h.name for h in ranks), gen.name]
+
         def refit(version: int) -> float:
+            if placement.gpu and cfg.generation.colocated:  # device to device on rank 0's GPU
+                every_rank = [h.actor.share_weights.remote() for h in ranks]  # a collective: all gather
+                load = gen.actor.load_shared.remote(every_rank[0], version)
+                seconds = cluster.get([*every_rank, load], names, timeout_s=300)[-1]
+                cluster.call([ranks[0]], "release_weights")
+                return seconds
             state, every_rank = self.policy.state_dict_ref()  # a collective: all ranks gather
             load = gen.actor.load_weights.remote(state, version)
-            return cluster.get([*every_rank, load], [*(h.name for h in ranks), gen.name], timeout_s=300)[-1]
+            return cluster.get([*every_rank, load], names, timeout_s=300)[-1]
 
         self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=generate, refit=refit,
                                  tokenizer=tokenizer, env=env, store=path, layout=ImageLayout.of(model))
@@ -247,7 +261,18 @@ class Engine:
             ray.shutdown()
 
 
+def arm_private_auth() -> None:
+    """A private Ray gets token auth with a fresh random token, so no other local user can submit
+    work to it while the run is up. Ray reads its auth settings when it is imported, so this runs
+    first; a cluster we join (RAY_ADDRESS) keeps its own settings."""
+    if "ray" in sys.modules or os.environ.get("RAY_ADDRESS"):
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+
+
 def main(argv: list[str] | None = None) -> int:
+    arm_private_auth()
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     run_dir = Path(args.out)

@@ -117,8 +117,10 @@ def _fingerprint(model: PreTrainedModel) -> str:
     return h.hexdigest()
 
 
-def cache_key(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Env, cfg: WarmStartConfig, seed: int) -> str:
-    """Hash of the model (config and initial weights), task, warm-start config, seed and vocabulary."""
+def cache_key(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Env, cfg: WarmStartConfig, seed: int,
+              device: str = "cpu") -> str:
+    """Hash of the model (config and initial weights), task, warm-start config, seed, vocabulary
+    and the kind of device it trains on (GPU kernels give other bits than CPU ones)."""
     material = {
         "format": CACHE_FORMAT,
         "model_config": model.config.to_dict(),
@@ -127,6 +129,7 @@ def cache_key(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: E
         "warm_start": asdict(cfg),
         "seed": seed,
         "vocab": sorted(tokenizer.get_vocab().items()),
+        **({"device": device} if device != "cpu" else {}),  # CPU keys stay as they were
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -140,7 +143,9 @@ def _train(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Env,
         # Negative steps: a problem stream disjoint from GRPO's steps (1, 2, ...) under the same seed.
         problems = env.sample(cfg.batch_size, seed=seed, step=-1 - i)
         ids, attn, loss_mask, images = supervised_inputs(tokenizer, problems, layout)
-        lp = token_logprobs(model, ids, attn, **images)
+        dev = next(model.parameters()).device
+        ids, attn, loss_mask = ids.to(dev), attn.to(dev), loss_mask.to(dev)
+        lp = token_logprobs(model, ids, attn, **{k: v.to(dev) for k, v in images.items()})
         loss = -(lp * loss_mask).sum() / loss_mask.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -158,8 +163,12 @@ def warm_start(
     *,
     seed: int,
     cache_dir: Path | None = None,
+    device: str = "cpu",
 ) -> dict:
     """Train `model` in place on supervised answers, or load the cached result of the same run.
+
+    `device`: where to train ("cuda" for a GPU run: the driver's own GPU 0, briefly; also where
+    the Hugging Face model's fla kernels, when installed, can run). The model ends on the CPU.
 
     Returns:
         {"cached": bool, "loss": final training loss (None when steps == 0),
@@ -170,13 +179,14 @@ def warm_start(
     if ws.steps == 0:
         return {"cached": False, "loss": None, "seconds": 0.0, "path": None}
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    path = cache_dir / f"{cache_key(model, tokenizer, env, ws, seed)}.pt"
+    path = cache_dir / f"{cache_key(model, tokenizer, env, ws, seed, device)}.pt"
     if path.is_file():
         entry = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(entry["state_dict"])
         model.eval()
         return {"cached": True, "loss": entry["loss"], "seconds": time.perf_counter() - start, "path": str(path)}
-    loss = _train(model, tokenizer, env, ws, seed)
+    loss = _train(model.to(device), tokenizer, env, ws, seed)
+    model.to("cpu")
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     torch.save({"state_dict": model.state_dict(), "loss": loss}, tmp)

@@ -192,6 +192,12 @@ class GRPODriver:
         out["performance/tokens_per_sec_per_gpu"] = tokens / total_s / out["num_ranks"]
         out["performance/mfu"] = mfu(out["total_flops"], out["timing/train/training"],
                                      out["theoretical_tflops"])
+        # Per phase: what the generator and the trainer each sustain (the whole batch, all GPUs).
+        out["performance/generation_tokens_per_sec"] = float(response_lengths.sum()) / max(
+            out["timing/train/generation"], 1e-9)
+        out["performance/train_tokens_per_sec"] = tokens / max(out["timing/train/training"], 1e-9)
+        if "peak_memory_gib" in train:  # GPU runs: the largest of any rank's peak
+            out["performance/peak_memory_gib"] = train["peak_memory_gib"]
         return out
 
 

@@ -85,6 +85,13 @@ def backward_micro_batch(mb: dict[str, torch.Tensor], real: int, curr: torch.Ten
     add_metrics(totals, metrics)
 
 
+def _on(device: torch.device, batches: list[tuple[dict[str, torch.Tensor], int]]
+        ) -> list[tuple[dict[str, torch.Tensor], int]]:
+    """Micro-batches cut on the host (index arithmetic on a device tensor waits for the GPU), each
+    sent to `device` once."""
+    return [({k: v.to(device, non_blocking=True) for k, v in mb.items()}, real) for mb, real in batches]
+
+
 @register("torch")
 class TorchBackend:
     """Policy + reference + optimizer on one data-parallel rank.
@@ -98,21 +105,28 @@ class TorchBackend:
         seed: model construction seed (weights are replaced by `weights` anyway).
         parallel, precision, distributed_optimizer: the recipe's `policy` fields; this backend
             runs data parallel in fp32 only and refuses anything else.
+        device: "cpu" or "cuda" (the worker's one visible GPU). On CUDA the kernels are set
+            deterministic, so the legacy and TQ data paths still give the same bits.
     """
 
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: dict,
                  micro_batch_size: int, weights: dict[str, torch.Tensor], seed: int,
                  parallel: dict | None = None, precision: str = "fp32",
-                 distributed_optimizer: bool = False) -> None:
+                 distributed_optimizer: bool = False, device: str = "cpu") -> None:
         _check_data_parallel_only(parallel, precision, distributed_optimizer)
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            torch.use_deterministic_algorithms(True, warn_only=True)
         self.model = build_model(model_cfg, vocab_size=vocab_size, seed=seed)
         self.model.load_state_dict(weights)
+        self.model.to(self.device)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
         self.micro_batch_size = micro_batch_size
         self.grad_clip = optimizer_cfg.get("grad_clip")
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=optimizer_cfg["lr"], betas=tuple(optimizer_cfg["betas"]),
-            eps=optimizer_cfg["eps"], weight_decay=optimizer_cfg["weight_decay"])
+            eps=optimizer_cfg["eps"], weight_decay=optimizer_cfg["weight_decay"],
+            fused=self.device.type == "cuda" or None)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
 
     # --- topology (for the worker): every rank is a data-parallel rank ---------------------
@@ -143,10 +157,10 @@ class TorchBackend:
         unknown = set(images) - set(IMAGE_FIELDS)
         assert not unknown, f"unknown image columns {sorted(unknown)}"
         columns = {"input_ids": input_ids, "attention_mask": attention_mask, **images}
-        for mb, real in micro_batches(columns, self.micro_batch_size):
+        for mb, real in _on(self.device, micro_batches(columns, self.micro_batch_size)):
             extra = {f: mb[f] for f in images}
             outs.append(token_logprobs(model, mb["input_ids"], mb["attention_mask"], **extra)[:real])
-        return torch.cat(outs)
+        return torch.cat(outs).cpu()
 
     # --- training ------------------------------------------------------------------------
 
@@ -160,7 +174,8 @@ class TorchBackend:
         rows = batch["input_ids"].shape[0]
         if rows:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
-            for mb, real in micro_batches({k: batch[k] for k in TRAIN_FIELDS + images}, self.micro_batch_size):
+            columns = {k: batch[k] for k in TRAIN_FIELDS + images}
+            for mb, real in _on(self.device, micro_batches(columns, self.micro_batch_size)):
                 curr = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
                                       **{f: mb[f] for f in images})
                 backward_micro_batch(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
@@ -185,11 +200,14 @@ class TorchBackend:
 
     # --- state ---------------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+    def state_dict(self, *, on_device: bool = False) -> dict[str, torch.Tensor]:
+        """The policy weights: CPU copies (checkpoints), or the live device tensors (refit)."""
+        if on_device:
+            return {k: v.detach() for k, v in self.model.state_dict().items()}
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
 
     def reference_state_dict(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.reference.state_dict().items()}
+        return {k: v.detach().cpu().clone() for k, v in self.reference.state_dict().items()}
 
     def optimizer_state(self) -> dict[str, Any]:
         return copy.deepcopy(self.optimizer.state_dict())

@@ -14,13 +14,19 @@ class WorkerBase:
 
     role = "worker"
 
-    def __init__(self, *, name: str, rank: int, env_keys: list[str]) -> None:
+    def __init__(self, *, name: str, rank: int, env_keys: list[str], device: str = "cpu") -> None:
         # Workers share the box's cores with each other: one intra-op thread each, and the
         # same thread count everywhere keeps CPU kernels' reduction order reproducible.
         torch.set_num_threads(1)
         self.name = name
         self.rank = rank
         self.env_keys = list(env_keys)
+        self.device = device
+        if device == "cuda":
+            if not torch.cuda.is_available():
+                raise RuntimeError(f"{name}: placed on a GPU but CUDA sees none "
+                                   f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+            torch.cuda.set_device(0)  # Ray made our GPU the only one visible
 
     def ping(self) -> bool:
         return True

@@ -1,8 +1,11 @@
 """The generation worker: a Ray actor that samples rollouts with a KV cache.
 
 It holds its own copy of the policy weights and is refit from policy rank 0 before every
-step's rollouts (a state dict through the object store); `load_weights` reports how long the
-copy took so the driver can log `timing/train/refit`.
+step's rollouts; `load_weights` / `load_shared` report how long the copy took so the driver can
+log `timing/train/refit`. On a GPU it samples on the device in the policy's precision (bf16 for
+a bf16 policy) from a device generator seeded per call, and a colocated refit copies device to
+device out of rank 0's buckets (`rl.refit`); on the CPU the state dict comes through the object
+store.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 
 import torch
 
+from rl import refit
 from rl.generation import generate
 from rl.models import build_model
 from rl.workers.base import WorkerBase
@@ -22,14 +26,17 @@ __all__ = ["GenerationWorker"]
 class GenerationWorker(WorkerBase):
     role = "generation"
 
-    def __init__(self, *, name: str, rank: int, env_keys: list[str]) -> None:
-        super().__init__(name=name, rank=rank, env_keys=env_keys)
+    def __init__(self, *, name: str, rank: int, env_keys: list[str], device: str = "cpu",
+                 precision: str = "fp32") -> None:
+        super().__init__(name=name, rank=rank, env_keys=env_keys, device=device)
+        self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
         self.model: Any = None
         self.version = -1
 
     def setup(self, *, model_cfg: dict, vocab_size: int, seed: int, weights: dict[str, torch.Tensor]) -> None:
         self.model = build_model(model_cfg, vocab_size=vocab_size, seed=seed)
         self.model.load_state_dict(weights)
+        self.model.to(device=self.device, dtype=self.dtype)
         self.model.eval()
         self.version = 0
 
@@ -41,14 +48,34 @@ class GenerationWorker(WorkerBase):
         return time.perf_counter() - t0
 
     @torch.no_grad()
+    def load_shared(self, shared: dict[str, Any], version: int) -> float:
+        """Refit from rank 0's buckets on this GPU (`rl.refit.share`); returns the seconds it took."""
+        t0 = time.perf_counter()
+        weights = refit.unpack(refit.open_shared(shared))
+        params = dict(self.model.state_dict())
+        missing = sorted(set(params) - set(weights))
+        if missing:
+            raise RuntimeError(f"{self.name}: refit lacks {len(missing)} weights, e.g. {missing[:3]}")
+        for name, target in params.items():
+            target.copy_(weights[name])
+        if self.device == "cuda":
+            torch.cuda.synchronize()  # the trainer may free its buckets once we return
+        self.version = version
+        return time.perf_counter() - t0
+
+    @torch.no_grad()
     def generate(self, prompt_ids: torch.Tensor, *, seed: int, max_new_tokens: int, temperature: float,
                  eos_token_id: int, pad_token_id: int, **images: torch.Tensor) -> dict[str, torch.Tensor]:
         """Rollouts for [B, P] prompts; every random draw comes from a generator seeded with `seed`.
         `images`: a vision-language model's row-aligned `pixel_values` and `image_grid_thw`."""
-        generator = torch.Generator().manual_seed(seed)
-        gen = generate(self.model, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
-                       eos_token_id=eos_token_id, pad_token_id=pad_token_id, generator=generator, **images)
-        return {"input_ids": gen.input_ids, "attention_mask": gen.attention_mask,
-                "response_mask": gen.response_mask, "gen_logprobs": gen.gen_logprobs,
-                "lengths": gen.lengths, "truncated": gen.truncated,
-                "prompt_length": torch.tensor(gen.prompt_length), "version": torch.tensor(self.version)}
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        images = {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
+                  for k, v in images.items()}
+        gen = generate(self.model, prompt_ids.to(self.device), max_new_tokens=max_new_tokens,
+                       temperature=temperature, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
+                       generator=generator, **images)
+        return refit.to_cpu({"input_ids": gen.input_ids, "attention_mask": gen.attention_mask,
+                             "response_mask": gen.response_mask, "gen_logprobs": gen.gen_logprobs,
+                             "lengths": gen.lengths, "truncated": gen.truncated,
+                             "prompt_length": torch.tensor(gen.prompt_length),
+                             "version": torch.tensor(self.version)})

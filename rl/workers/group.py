@@ -26,6 +26,9 @@ LOGPROB_INPUTS = ("input_ids", "attention_mask")
 SAME_ON_EVERY_RANK = ("grad_norm",)
 
 
+MAX_OVER_RANKS = frozenset({"peak_memory_gib"})
+
+
 def sum_rank_metrics(raw: list[dict[str, float]]) -> dict[str, float]:
     """Add per-rank metric shares in rank order (each is a share of a global mean or a count).
 
@@ -36,6 +39,8 @@ def sum_rank_metrics(raw: list[dict[str, float]]) -> dict[str, float]:
     for key in raw[0]:
         if key in SAME_ON_EVERY_RANK:
             out[key] = raw[0][key]
+        elif key in MAX_OVER_RANKS:
+            out[key] = max(result[key] for result in raw)
         else:
             total = 0.0
             for result in raw:

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rl import refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
 from rl.data import BatchedDataDict, KVBatchMeta
@@ -39,9 +40,10 @@ class PolicyWorker(WorkerBase):
     role = "policy"
 
     def __init__(self, *, name: str, rank: int, world_size: int, env_keys: list[str],
-                 data_plane: Any = None) -> None:
-        super().__init__(name=name, rank=rank, env_keys=env_keys)
+                 data_plane: Any = None, device: str = "cpu") -> None:
+        super().__init__(name=name, rank=rank, env_keys=env_keys, device=device)
         self.world_size = world_size
+        self._shared: Any = None  # the refit buckets rank 0 keeps alive until the generator copied them
         self.backend: Any = None
         # A data-plane client (TQ path); a TQStore pickles to a lazy attach to the driver's store.
         self._plane = data_plane
@@ -62,8 +64,11 @@ class PolicyWorker(WorkerBase):
         if self.world_size > 1:
             addr, port = master
             dist.init_process_group(
-                "gloo", init_method=f"tcp://{addr}:{port}", rank=self.rank,
-                world_size=self.world_size, timeout=datetime.timedelta(seconds=GLOO_TIMEOUT_S))
+                "nccl" if self.device == "cuda" else "gloo", init_method=f"tcp://{addr}:{port}",
+                rank=self.rank, world_size=self.world_size,
+                timeout=datetime.timedelta(seconds=GLOO_TIMEOUT_S))
+        if backend == "torch":
+            backend_kwargs = {**backend_kwargs, "device": self.device}
         self.backend = get_backend(backend)(weights=weights, **backend_kwargs)
         return {"rank": self.rank, "dp_rank": self.backend.dp_rank, "dp_size": self.backend.dp_size,
                 "reports_metrics": self.backend.reports_metrics}
@@ -110,6 +115,8 @@ class PolicyWorker(WorkerBase):
         cols = self._read(data, TRAIN_FIELDS + self._image_fields(data))
         out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=LossConfig.from_dict(loss_cfg))
         out["rows"] = int(cols["input_ids"].shape[0])
+        if self.device == "cuda":
+            out["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
         return out
 
     # --- weights and checkpoints -------------------------------------------------------------
@@ -119,11 +126,25 @@ class PolicyWorker(WorkerBase):
         weights = self.backend.state_dict()
         return weights if self.rank == 0 else None
 
+    def share_weights(self) -> Any:
+        """Refit, colocated: HF-format weights gathered on the device, packed into buckets and
+        shared with the generator on the same GPU by CUDA IPC handles (rank 0's answer; None
+        elsewhere). Every rank must call it (the weights are gathered). The buckets stay alive
+        here until `release_weights`."""
+        weights = self.backend.state_dict(on_device=True)
+        if self.rank != 0:
+            return None
+        self._shared = refit.pack(weights)
+        return refit.share(self._shared)
+
+    def release_weights(self) -> None:
+        self._shared = None
+
     def checkpoint_state(self) -> dict[str, Any]:
         """This rank's optimizer state; rank 0 adds the policy and reference weights.
-        Every rank must call it (the weights are gathered)."""
+        Every rank must call it (the weights are gathered). Everything comes back on the CPU."""
         policy, reference = self.backend.state_dict(), self.backend.reference_state_dict()
-        state: dict[str, Any] = {"optimizer": self.backend.optimizer_state()}
+        state: dict[str, Any] = {"optimizer": refit.to_cpu(self.backend.optimizer_state())}
         if self.rank == 0:
             state.update(policy=policy, reference=reference)
         return state
