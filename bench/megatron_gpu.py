@@ -54,6 +54,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--check-hf", action="store_true")
+    p.add_argument("--profile", default=None, help="write a torch.profiler table of one step here (rank 0)")
+    p.add_argument("--compile-layers", action="store_true",
+                   help="experiment: torch.compile each transformer layer's forward")
     p.add_argument("--out", default=None, help="append one JSON line per run (rank 0)")
     return p.parse_args()
 
@@ -109,6 +112,9 @@ def main() -> None:
         parallel=dict(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp), precision=args.precision,
         distributed_optimizer=args.distributed_optimizer)
     build_s = time.perf_counter() - t0
+    if args.compile_layers:
+        for layer in backend.gpt.decoder.layers:
+            layer.forward = torch.compile(layer.forward)
     data = batch(args.rows * backend.dp_size, args.seq, vocab, seed=1)
     share = slice(backend.dp_rank * args.rows, (backend.dp_rank + 1) * args.rows)
     mine = {k: v[share] for k, v in data.items()}
@@ -135,6 +141,26 @@ def main() -> None:
         loss = torch.tensor([metrics["loss"] if backend.reports_metrics else 0.0], device="cuda")
         dist.all_reduce(loss)
         losses.append(float(loss))
+    if args.profile and dist.get_rank() == 0:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig())
+            torch.cuda.synchronize()
+        with open(args.profile, "w") as f:
+            f.write(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=30) + "\n")
+            f.write(prof.key_averages().table(sort_by="cpu_time_total", row_limit=30) + "\n")
+    elif args.profile:
+        backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig())
+    # The log-prob pass GRPO runs every step (no grad), over the same rows.
+    lp_times = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        backend.logprobs(mine["input_ids"], mine["attention_mask"])
+        torch.cuda.synchronize()
+        lp_times.append(time.perf_counter() - t)
+    logprobs_s = sorted(lp_times)[1]
     world = dist.get_world_size()
     step_s = sorted(times)[len(times) // 2]
     tokens = args.rows * backend.dp_size * args.seq
@@ -143,7 +169,9 @@ def main() -> None:
                   sp=args.sp, dp=backend.dp_size,
                   precision=args.precision, distributed_optimizer=args.distributed_optimizer,
                   rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, build_s=round(build_s, 2),
+                  compile_layers=args.compile_layers,
                   step_s=round(step_s, 4), tokens_per_s=round(tokens / step_s),
+                  logprobs_s=round(logprobs_s, 4), logprobs_tokens_per_s=round(tokens / logprobs_s),
                   tflops_per_gpu=round(flops / step_s / world / 1e12, 1),
                   mfu=round(flops / step_s / world / (PEAK_TFLOPS * 1e12), 4),
                   max_mem_gib=round(torch.cuda.max_memory_allocated() / 2**30, 1),

@@ -102,6 +102,18 @@ def _init_parallel(parallel: mcfg.ParallelConfig, seed: int) -> None:
     tensor_parallel.model_parallel_cuda_manual_seed(seed, inference_rng_tracker=megatron_shims.on_cpu())
 
 
+def _use_fused_adam(optimizers: list) -> None:
+    """Without Transformer Engine or Apex, megatron-core falls back to torch's AdamW in its
+    multi-tensor (foreach) form; the fused kernel is one launch for all parameters. The flag is
+    read at every step, so setting it on the param groups is enough."""
+    for opt in optimizers:
+        inner = getattr(opt, "optimizer", None)
+        if isinstance(inner, torch.optim.AdamW | torch.optim.Adam):
+            for group in inner.param_groups:
+                group.update(fused=True, foreach=False)
+            inner.defaults.update(fused=True, foreach=False)
+
+
 @register("megatron")
 class MegatronBackend:
     """Policy + reference + megatron optimizer on one rank of a TP x EP x DP grid.
@@ -153,6 +165,8 @@ class MegatronBackend:
             adam_eps=optimizer_cfg["eps"], clip_grad=float(optimizer_cfg.get("grad_clip") or 0.0),
             bf16=precision == "bf16", params_dtype=PRECISIONS[precision],
             use_distributed_optimizer=distributed_optimizer), [self.ddp])
+        if not megatron_shims.on_cpu():
+            _use_fused_adam(self._chained())
 
     # --- construction --------------------------------------------------------------------------
 
@@ -230,6 +244,8 @@ class MegatronBackend:
 
         Rows are right-padded to a multiple of TP (sequence parallel) x 2CP (context parallel); a
         CP rank runs its share of the tokens (`megatron_context`)."""
+        ids, mask = ids.cpu(), mask.cpu()  # index and position arithmetic on the host, inputs sent once
+        images = {k: v.cpu() for k, v in images.items()}
         rows, length = ids.shape
         cp = self.parallel.cp
         multiple = (self.parallel.tp if self.parallel.sp else 1) * (2 * cp if cp > 1 else 1)
@@ -246,9 +262,9 @@ class MegatronBackend:
         if cp > 1:
             index = mctx.token_index(total, cp, ps.get_context_parallel_rank())
             causal = mctx.attention_mask(total, cp, ps.get_context_parallel_rank(), dev)
-        else:
+        else:  # SDPAttention: causal without a mask
             index = torch.arange(total)
-            causal = torch.triu(torch.ones(total, total, dtype=torch.bool, device=dev), diagonal=1)[None, None]
+            causal = None
         inputs = dict(position_ids=positions[..., index].to(dev), attention_mask=causal)
         if self.vl_config:
             inputs.update(input_ids=ids_p.to(dev), token_index=index.to(dev) if cp > 1 else None)
@@ -263,11 +279,12 @@ class MegatronBackend:
 
     def _logprobs_of(self, logits: torch.Tensor, labels: torch.Tensor, total: int, mask: torch.Tensor) -> torch.Tensor:
         """[B, T] fp32 log-probs from this rank's logits [B, local, V/TP], out[:, 0] = 0, 0 on padding
-        (the HF `token_logprobs` contract); whole rows are gathered over CP."""
+        (the HF `token_logprobs` contract); whole rows are gathered over CP. On the logits' device:
+        the loss is computed there, and only `logprobs` answers come back to the CPU."""
         rows, length = mask.shape
         next_lp = -tensor_parallel.vocab_parallel_cross_entropy(logits.float().contiguous(), labels)
         next_lp = mctx.gather_tokens(next_lp, total)
-        lp = next_lp[:, : length - 1].cpu() * mask[:, 1:].to(torch.float32)
+        lp = next_lp[:, : length - 1] * mask[:, 1:].to(next_lp.device, torch.float32)
         return torch.cat([lp.new_zeros(rows, 1), lp], dim=1)
 
     def _forward_logprobs(self, model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
@@ -299,7 +316,7 @@ class MegatronBackend:
         for mb, real in batches:
             imgs = {f: mb[f] for f in images}
             outs.append(self._forward_logprobs(model, mb["input_ids"], mb["attention_mask"], imgs)[:real])
-        return torch.cat(outs)
+        return torch.cat(outs).cpu()
 
     def _pipeline_logprobs(self, model: torch.nn.Module, batches: list, shape: torch.Size) -> torch.Tensor:
         """Log-probs through the pipeline; real on the last stage, zeros (never reported) elsewhere."""
@@ -315,7 +332,7 @@ class MegatronBackend:
             steps.append((lambda inputs=inputs: model(**inputs), loss))
         outs = mpipe.run_schedule(model, steps, forward_only=True, seq_length=total,
                                   micro_batch_size=self.micro_batch_size)
-        return torch.cat(outs) if self.last_stage else torch.zeros(shape, dtype=torch.float32)
+        return torch.cat(outs).cpu() if self.last_stage else torch.zeros(shape, dtype=torch.float32)
 
     # --- training ------------------------------------------------------------------------------
 
@@ -330,7 +347,11 @@ class MegatronBackend:
         totals: dict[str, float] = {}
         if batch["input_ids"].shape[0]:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
-            batches = micro_batches({k: batch[k] for k in TRAIN_FIELDS + images}, self.micro_batch_size)
+            # Cut on the host (index arithmetic on a device tensor waits for the GPU), then send
+            # each micro-batch once.
+            dev = self._device()
+            batches = [({k: v.to(dev, non_blocking=True) for k, v in mb.items()}, real) for mb, real in
+                       micro_batches({k: batch[k] for k in TRAIN_FIELDS + images}, self.micro_batch_size)]
             if self.parallel.pp > 1:
                 self._pipeline_train(batches, images, num_tokens=num_tokens, loss_cfg=loss_cfg, totals=totals)
             else:
@@ -364,32 +385,43 @@ class MegatronBackend:
 
     # --- state ---------------------------------------------------------------------------------
 
-    def _hf_weights(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
-        """The whole model in HF format on every rank: gathered over TP/EP, then over the stages."""
+    def _hf_weights(self, model: torch.nn.Module, *, on_device: bool = False) -> dict[str, torch.Tensor]:
+        """The whole model in HF format on every rank: gathered over TP/EP, then over the stages.
+        fp32 on the CPU (checkpoints), or in the model's dtype on the device (refit: no CPU round
+        trip, no fp32 copy; pipeline stages still meet on the CPU)."""
+        on_device = on_device and self.parallel.pp == 1 and not megatron_shims.on_cpu()
         language, visual = model, {}
         if isinstance(model, mvis.VisionLanguageModel):
             language = model.language_model
             if model.vision_model is not None:
-                visual = {k: v.detach().float().cpu().clone() for k, v in model.vision_model.state_dict().items()}
-        local = {k: v.detach().float().cpu() for k, v in language.named_parameters()}
-        local = {k: v.to(self._device()) for k, v in local.items()}  # NCCL gathers on the device
+                visual = {k: self._export(v, on_device).clone() for k, v in model.vision_model.state_dict().items()}
+        local = {k: self._export(v, on_device).to(self._device()) for k, v in language.named_parameters()}
         full = conv.gather_full(local, rank=self.rank, num_experts=self.num_experts,
                                 tp_group=ps.get_tensor_model_parallel_group(),
                                 ep_group=ps.get_expert_model_parallel_group(),
                                 etp_group=ps.get_expert_tensor_parallel_group(),
                                 sections=conv.gdn_sections(self.hf_config))
-        full = mpipe.from_stage({k: v.cpu() for k, v in full.items()}, offset=self.layer_offset)
+        if not on_device:
+            full = {k: v.cpu() for k, v in full.items()}
+        full = mpipe.from_stage(full, offset=self.layer_offset)
         if self.parallel.pp > 1:
             stages: list = [None] * self.parallel.pp
             dist.all_gather_object(stages, (full, visual), group=ps.get_pipeline_model_parallel_group())
             full = {k: v for stage_full, _ in stages for k, v in stage_full.items()}
             visual = {k: v for _, stage_visual in stages for k, v in stage_visual.items()}
-        hf = {k: v.cpu() for k, v in conv.mcore_to_hf(full, self.hf_config).items()}
+        hf = conv.mcore_to_hf(full, self.hf_config)
+        if not on_device:
+            hf = {k: v.cpu() for k, v in hf.items()}
         return mvis.join_hf(hf, visual) if self.vl_config else hf
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        """HF-format policy weights (fp32), for refit and checkpoints. A collective."""
-        return self._hf_weights(self.gpt)
+    @staticmethod
+    def _export(tensor: torch.Tensor, on_device: bool) -> torch.Tensor:
+        return tensor.detach() if on_device else tensor.detach().float().cpu()
+
+    def state_dict(self, *, on_device: bool = False) -> dict[str, torch.Tensor]:
+        """HF-format policy weights: fp32 on the CPU for checkpoints, or on the device in the
+        training dtype for a refit (`on_device`). A collective."""
+        return self._hf_weights(self.gpt, on_device=on_device)
 
     def reference_state_dict(self) -> dict[str, torch.Tensor]:
         return self._hf_weights(self.reference_gpt)

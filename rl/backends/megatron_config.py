@@ -266,6 +266,10 @@ def block_spec(config: TransformerConfig, layer_types: list[str]) -> Transformer
         from rl.backends.megatron_context import ContextParallelAttention
 
         attn.core_attention = ContextParallelAttention
+    else:
+        from rl.backends.megatron_attention import SDPAttention
+
+        attn.core_attention = SDPAttention
     layers = {"full_attention": ModuleSpec(module=TransformerLayer, submodules=sub)}
     if "linear_attention" in layer_types:
         megatron_shims.fla_stand_in()

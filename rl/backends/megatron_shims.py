@@ -82,9 +82,22 @@ def portable_tensor_pickles() -> None:
     torch.storage._load_from_bytes = _TORCH_LOAD_FROM_BYTES
 
 
+def fla_usable() -> bool:
+    """True when fla's Triton kernels can run the gated delta rule here: fla installed, a GPU, and
+    not Triton 3.4-3.7.0 on Hopper, where fla itself refuses its backward (wrong gradients in
+    `chunk_bwd_dqkwg`; the H200 machine's image has Triton 3.6.0, seen 2026-11-30)."""
+    if importlib.util.find_spec("fla") is None or on_cpu():
+        return False
+    import triton
+
+    version = tuple(int(p) for p in triton.__version__.split("+")[0].split(".")[:3])
+    return not ((3, 4, 0) <= version < (3, 7, 1) and torch.cuda.get_device_capability()[0] == 9)
+
+
 def fla_stand_in() -> None:
-    """Torch kernels for megatron's GatedDeltaNet when `fla` is missing (call after `apply()`)."""
-    if importlib.util.find_spec("fla") is not None:
+    """Torch kernels for megatron's GatedDeltaNet where fla's cannot run (`fla_usable`); call
+    after `apply()`."""
+    if fla_usable():
         return
     from megatron.core.ssm.gated_delta_net import common, gdn
 

@@ -1,0 +1,42 @@
+"""Core attention through torch's `scaled_dot_product_attention` (flash on a GPU), in place of
+megatron's local `DotProductAttention`.
+
+megatron-core's local spec (no Transformer Engine) computes attention unfused: a [b*np, s, s]
+score matrix, a masked softmax from a [1, 1, s, s] boolean mask and a second batched matmul.
+On H200 that was a large share of the step (docs/megatron.md, "Throughput"). Causal attention
+over right-padded rows needs no mask at all: `is_causal=True` lets SDPA pick the flash kernel.
+An explicit mask (megatron's convention: True = masked out) still works, through SDPA's own.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from rl.backends import megatron_shims
+
+megatron_shims.apply()
+
+from megatron.core.transformer.dot_product_attention import DotProductAttention  # noqa: E402
+
+__all__ = ["SDPAttention"]
+
+
+class SDPAttention(DotProductAttention):
+    """Same interface and parameters as DotProductAttention: query [sq, b, np, hn], key and value
+    [sk, b, ng, hn] -> [sq, b, np * hn]."""
+
+    def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
+                packed_seq_params=None):
+        if packed_seq_params is not None or attention_bias is not None:
+            raise ValueError("SDPAttention: packed sequences and attention bias are not supported")
+        groups = self.num_attention_heads_per_partition // self.num_query_groups_per_partition
+        if groups > 1:
+            key = key.repeat_interleave(groups, dim=2)
+            value = value.repeat_interleave(groups, dim=2)
+        q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))  # [b, heads, s, hn]
+        mask = None if attention_mask is None else ~attention_mask
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
+                                             scale=self.softmax_scale)
+        sq, b = query.shape[0], query.shape[1]
+        return out.permute(2, 0, 1, 3).reshape(sq, b, -1)
