@@ -1,0 +1,9 @@
+# Sourced at the start of every GPU-machine command: install the carried wheels (staged here by
+# `../shared/tools/stage-gpu-wheels bench/.work/wheels` plus the list in bench/gpu_wheels.txt) and
+# set the environment the engine and benches expect. The NVLink-multicast switches are the GPU
+# machine's (they reach every Ray worker through rl.cluster's pass-through list).
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site bench/.work/wheels/*.whl || return 1
+export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export HARNESS="python3 -m harness.cli"
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
