@@ -39,7 +39,7 @@ def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = (), *, scale
     if scale is not None and scale not in SCALES:
         raise RecipeError(f"unknown scale {scale!r}; the only scale is 'tiny'", where=display_path(source),
                           suggestion=nearest(scale, SCALES))
-    if not source.is_file():
+    if not source.exists():              # a FIFO or a device exists: load_file says what it is
         raise RecipeError("recipe file not found", where=display_path(source))
     parsed = [parse_override(text, recipe=source) for text in overrides]
     tree = load_chain(source, ())
