@@ -89,3 +89,19 @@ def test_hostile_thresholds_file_in_validate(tmp_path, monkeypatch, capsys, kind
     recipe.write_text(f"defaults: {GOOD}\nchecks: {{thresholds: t.yaml}}\n")
     monkeypatch.chdir(tmp_path)
     _exit_2_one_line(["validate", str(recipe)], capsys, expect)
+
+
+@pytest.mark.parametrize("shape, expect", [
+    ("chain", "defaults chain deeper than 32 files"),
+    ("diamond", "must be >= 1, not 0"),
+])
+def test_long_or_diamond_defaults(tmp_path, monkeypatch, capsys, shape, expect):
+    """A 1,200-file chain was RecursionError; a 24-deep diamond took 20 s. Both now end quickly."""
+    depth = 1200 if shape == "chain" else 24
+    for i in range(depth):
+        names = f"d{i + 1}.yaml" if shape == "chain" else f"[d{i + 1}.yaml, d{i + 1}.yaml]"
+        (tmp_path / f"d{i}.yaml").write_text(f"defaults: {names}\n")
+    (tmp_path / f"d{depth}.yaml").write_text(f"defaults: {GOOD}\nalgorithm: {{num_steps: 0}}\n")
+    monkeypatch.chdir(tmp_path)
+    for command in ("show", "validate"):
+        _exit_2_one_line([command, "d0.yaml"], capsys, expect)
