@@ -9,6 +9,7 @@ before composing (harness.yamlguard), because PyYAML's composer recurses per lev
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def _build(text: str, *, name: str, line_prefix: bool) -> tuple[object, Lines]:
         node = loader.get_single_node()
         if node is None:
             return None, {(): 1}
-        return _Builder(loader, name).build(node)
+        return _Builder(loader, name, line_prefix=line_prefix).build(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{name}:{mark.line + 1}" if (mark and line_prefix) else name
@@ -95,9 +96,10 @@ def _build(text: str, *, name: str, line_prefix: bool) -> tuple[object, Lines]:
 class _Builder:
     """Turns a composed node tree into dicts, lists and scalars, recording key lines."""
 
-    def __init__(self, loader: _Loader, name: str):
+    def __init__(self, loader: _Loader, name: str, *, line_prefix: bool):
         self.loader = loader
         self.name = name
+        self.line_prefix = line_prefix   # False for an override: its one line is not a file line
         self.lines: Lines = {}
         self.seen: set[int] = set()
         self.num_nodes = 0
@@ -108,7 +110,8 @@ class _Builder:
         return self._node(node, (), ()), self.lines
 
     def _fail(self, message: str, node: Node, path: tuple) -> RecipeError:
-        return RecipeError(message, where=f"{self.name}:{node.start_mark.line + 1}", key=dotted(path))
+        where = f"{self.name}:{node.start_mark.line + 1}" if self.line_prefix else self.name
+        return RecipeError(message, where=where, key=dotted(path))
 
     def _node(self, node: Node, path: tuple, stack: tuple[int, ...]) -> object:
         self.num_nodes += 1
@@ -158,4 +161,7 @@ class _Builder:
             kind = node.tag.removeprefix(_TAG)
             raise self._fail(f"unsupported YAML type {kind!r} for {node.value!r}; quote it to make it a string",
                              node, path)
-        return self.loader.construct_object(node, deep=True)
+        value = self.loader.construct_object(node, deep=True)
+        if isinstance(value, float) and not math.isfinite(value):   # .nan, .inf, 1e999
+            raise self._fail(f"numbers must be finite, not {node.value!r}", node, path)
+        return value

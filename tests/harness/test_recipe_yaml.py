@@ -144,3 +144,18 @@ def test_dev_zero_behind_a_symlink_is_refused(tmp_path):
 def test_a_file_over_the_cap_is_refused(tmp_path):
     with pytest.raises(RecipeError, match="byte cap for a recipe file"):
         _load(tmp_path, b"# " + b"x" * (1 << 20) + b"\n")
+
+
+@pytest.mark.parametrize("text", ["a: .nan\n", "a: .inf\n", "a: {b: [-.Inf]}\n", "a: 1e999\n"])
+def test_non_finite_numbers_are_refused_anywhere(tmp_path, monkeypatch, text):
+    """Free mappings (model.config) included: no schema type reaches them."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RecipeError, match="r.yaml:1: a.*: numbers must be finite"):
+        _load(tmp_path, text)
+    assert _load(tmp_path, "a: 'nan'\nb: 1.5\n")[0] == {"a": "nan", "b": 1.5}
+
+
+def test_override_errors_carry_no_file_line():
+    with pytest.raises(RecipeError) as info:
+        parse_text(".nan", where="override 'x=.nan'")
+    assert str(info.value) == "override 'x=.nan': numbers must be finite, not '.nan'"
