@@ -9,6 +9,7 @@ to change.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -235,10 +236,15 @@ def _coerce(hint: Any, value: Any, path: str) -> Any:
     if hint in (int, float, str, bool):
         if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
             raise ValueError(f"{path}: expected {hint.__name__}, got {value!r}")
+        if hint is float and not math.isfinite(value):   # .nan/.inf: the harness refuses them too
+            raise ValueError(f"{path}: expected a finite float, got {value!r}")
     if origin is dict and not isinstance(value, dict):
         raise ValueError(f"{path}: expected a mapping, got {value!r}")
-    if origin is list and not isinstance(value, list):
-        raise ValueError(f"{path}: expected a list, got {value!r}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise ValueError(f"{path}: expected a list, got {value!r}")
+        (item,) = typing.get_args(hint) or (Any,)
+        return [_coerce(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
     return value
 
 

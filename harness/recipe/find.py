@@ -31,10 +31,10 @@ def find_recipes(paths: Iterable[str | os.PathLike]) -> list[Path]:
     found: set[Path] = set()
     for item in paths:
         root = Path(item)
-        if root.is_file():
-            found.add(root)
-        elif root.is_dir():
+        if root.is_dir():
             found.update(p for p in root.rglob("*.yaml") if p.is_file() and is_recipe_path(p, root))
+        elif root.exists():   # a file, or a FIFO/device named by hand: the loader says which
+            found.add(root)
         else:
             raise RecipeError("no such file or folder", where=str(root))
     return sorted(found)

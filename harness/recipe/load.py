@@ -15,12 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.recipe import schema
+from harness.recipe.defaults import load_chain
 from harness.recipe.errors import Origin, RecipeError, display_path, dotted, nearest
 from harness.recipe.overrides import apply, parse_override, split_key
-from harness.recipe.tree import Tree, leaves
-from harness.recipe.yamlsafe import load_file
-
 from harness.recipe.scales import SCALES
+from harness.recipe.tree import Tree, leaves
 _PATH_KEYS = (("checks", "thresholds"), ("model", "path"), ("model", "tokenizer"))
 
 
@@ -41,10 +40,10 @@ def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = (), *, scale
     if scale is not None and scale not in SCALES:
         raise RecipeError(f"unknown scale {scale!r}; the scales are {', '.join(SCALES)}",
                           where=display_path(source), suggestion=nearest(scale, SCALES))
-    if not source.is_file():
+    if not source.exists():              # a FIFO or a device exists: load_file says what it is
         raise RecipeError("recipe file not found", where=display_path(source))
     parsed = [parse_override(text, recipe=source) for text in overrides]
-    tree = load_chain(source, ())
+    tree = load_chain(source)
     tree.origins[()] = Origin.file(source, 1)
     blocks = {name: _scale_entries(name, *tree.pop_top(name)) for name in SCALES}
     if scale is not None and not blocks[scale]:
@@ -70,42 +69,6 @@ def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = (), *, scale
     provenance = {dotted(p): final.origin_of(p).label for p in leaves(final.data)}
     return Resolved(data=final.data, provenance=provenance, source=source, scale=scale,
                     scales=tuple(name for name in SCALES if blocks[name]))
-
-
-def load_chain(path: Path, chain: tuple[Path, ...]) -> Tree:
-    """One file merged over its `defaults:` (recursively); `defaults` itself removed."""
-    data, lines = load_file(path)
-    own = Tree(data=data, origins={p: Origin.file(path, n) for p, n in lines.items() if p and isinstance(p[-1], str)})
-    raw, _ = own.pop_top("defaults")
-    merged = Tree()
-    for target, origin in _defaults_entries(path, raw, lines, chain):
-        if target in chain + (path,):
-            names = " -> ".join(display_path(p) for p in chain + (path, target))
-            raise RecipeError(f"defaults cycle: {names}", where=origin.where, key="defaults")
-        merged.merge(load_chain(target, chain + (path,)))
-    merged.merge(own)
-    return merged
-
-
-def _defaults_entries(path: Path, raw: object, lines: dict, chain: tuple[Path, ...]) -> list[tuple[Path, Origin]]:
-    if raw is None:
-        return []
-    items = [raw] if isinstance(raw, str) else raw
-    if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
-        raise RecipeError("must be a path or a list of paths", where=Origin.file(path, lines[("defaults",)]).where,
-                          key="defaults")
-    out = []
-    for i, item in enumerate(items):
-        line = lines.get(("defaults", i), lines[("defaults",)])
-        origin = Origin.file(path, line)
-        target = (path.parent / os.path.expanduser(item)).absolute()
-        if not target.is_file():
-            siblings = [p.name for p in target.parent.glob("*.yaml")] if target.parent.is_dir() else []
-            names = " -> ".join(display_path(p) for p in chain + (path,))
-            raise RecipeError(f"defaults file not found: {item} (chain: {names})", where=origin.where,
-                              key="defaults", suggestion=nearest(target.name, siblings, cutoff=0.8))
-        out.append((Path(os.path.normpath(target)), origin))
-    return out
 
 
 def _scale_entries(name: str, block: object, origins: dict) -> list[tuple[tuple[str, ...], object, Origin, dict]]:

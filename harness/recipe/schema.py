@@ -2,8 +2,9 @@
 
 harness/schema/recipe.schema.json is the single source of truth: its `properties` say which
 keys exist (and in which order `dump_recipe` writes them), its `default`s complete a recipe, and
-jsonschema (Draft 2020-12) judges it. This module turns jsonschema's errors into one-line
-`RecipeError`s that name the file, line and key path of the offending value.
+jsonschema (Draft 2020-12, with the engine's types: harness/recipe/validator.py) judges it.
+This module turns jsonschema's errors into one-line `RecipeError`s that name the file, line
+and key path of the offending value.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from importlib import resources
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from harness.recipe.errors import Origin, RecipeError, dotted, nearest
 from harness.recipe.scales import SCALES
 from harness.recipe.tree import Tree
+from harness.recipe.validator import FORMATS, RecipeValidator
 
 SCHEMA: dict = json.loads(resources.files("harness").joinpath("schema/recipe.schema.json").read_text("utf-8"))
-_VALIDATOR = Draft202012Validator(SCHEMA)
+_VALIDATOR = RecipeValidator(SCHEMA, format_checker=FORMATS)
 CONSUMED = ("defaults", *SCALES)    # read by the loader from files; never in a resolved recipe
 _TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
                "object": "a mapping", "array": "a list", "null": "null"}
@@ -141,6 +142,8 @@ def _message(error: ValidationError) -> str:
         return f"must be {bounds[kind]} {value}, not {_show(instance)}{why}"
     if kind == "pattern":
         return f"must match {value}, not {_show(instance)}"
+    if kind == "format":
+        return f"must not hold control characters (newline, tab, escape...), not {_show(instance)}"
     if kind == "minLength":
         return "must not be empty"
     if kind in ("minItems", "maxItems"):

@@ -17,6 +17,8 @@ from harness.recipe.errors import display_path, dotted
 from harness.recipe.load import Resolved
 
 _INDENT = "  "
+_BREAKS = "\n\r\x85\u2028\u2029"   # YAML line breaks: in a plain or quoted scalar they fold ('a\x85b' read back 'a b')
+_YAML_ESCAPES = str.maketrans({"\x85": "\\N", "\u2028": "\\L", "\u2029": "\\P"})
 
 
 def dump_recipe(data: dict) -> str:
@@ -57,8 +59,9 @@ def _lines(data: dict, node_schema: dict | None, prefix: tuple, depth: int) -> I
 
 def _scalar(value: object) -> str:
     """One-line YAML for a scalar, list or empty mapping."""
-    if isinstance(value, str) and ("\n" in value or "\r" in value):
-        return json.dumps(value, ensure_ascii=False)   # a JSON string is a YAML double-quoted scalar
+    if isinstance(value, str) and any(c in value for c in _BREAKS):
+        text = json.dumps(value, ensure_ascii=False)   # a JSON string is a YAML double-quoted scalar
+        return text.translate(_YAML_ESCAPES)           # ...once the breaks JSON leaves raw are escaped
     text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"), allow_unicode=True)
     text = text.removesuffix("\n").removesuffix("\n...")
     assert "\n" not in text, text

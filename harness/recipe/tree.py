@@ -71,8 +71,8 @@ class Tree:
         return node
 
     def _drop_under(self, path: tuple) -> None:
-        for p in [p for p in self.origins if p[: len(path)] == path]:
-            del self.origins[p]
+        for p in _paths(self.get(path), path):
+            self.origins.pop(p, None)
 
 
 def _merge(dst: Tree, top: Tree, dst_node: dict, top_node: dict, prefix: tuple) -> None:
@@ -84,9 +84,24 @@ def _merge(dst: Tree, top: Tree, dst_node: dict, top_node: dict, prefix: tuple) 
         else:
             dst._drop_under(path)
             dst_node[key] = copy.deepcopy(value)
-            for p, o in top.origins.items():
-                if p[: len(path)] == path:
-                    dst.origins[p] = o
+            for p in _paths(value, path):
+                if p in top.origins:
+                    dst.origins[p] = top.origins[p]
+
+
+def _paths(value: object, path: tuple) -> list[tuple]:
+    """`path` and the path of everything inside `value`.
+
+    Walking the value, not scanning every origin, keeps a merge linear: the scan made a base
+    with 5,000 env keys take 13 s of CPU to resolve.
+    """
+    out, todo = [], [(path, value)]
+    while todo:
+        here, node = todo.pop()
+        out.append(here)
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        todo.extend((here + (k,), v) for k, v in items)
+    return out
 
 
 def _stamp(origins: dict[tuple, Origin], path: tuple, value: object, origin: Origin) -> None:

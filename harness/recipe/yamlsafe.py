@@ -3,22 +3,26 @@
 PyYAML's safe_load forgets where things came from, expands aliases without a bound (the
 "billion laughs") and lets a duplicate key silently win. Recipes need the opposite, so we
 compose nodes with PyYAML and build the data ourselves, counting every node we expand.
+The file is read through harness.bounded (no FIFO, no /dev/zero) and its nesting is counted
+before composing (harness.yamlguard), because PyYAML's composer recurses per level.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from harness.bounded import CAPS, BoundedReadError, read_bytes
 from harness.recipe.errors import RecipeError, display_path, dotted
+from harness.yamlguard import MAX_DEPTH, first_problem
 
-MAX_BYTES = 1 << 20      # a recipe is a few KiB; anything near a MiB is a mistake or an attack
+MAX_BYTES = CAPS["recipe"]  # a recipe is a few KiB; anything near a MiB is a mistake or an attack
 MAX_NODES = 10_000       # nodes built, aliases expanded (a large recipe has a few hundred)
 MAX_ALIASES = 100        # alias uses per document
-MAX_DEPTH = 64
 
 Lines = dict[tuple, int]
 
@@ -46,11 +50,9 @@ def load_file(path: Path) -> tuple[dict, Lines]:
     """The mapping in `path` and the 1-based line of each key path (() is the file itself)."""
     name = display_path(path)
     try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise RecipeError(f"cannot read: {exc.strerror or exc}", where=name) from None
-    if len(raw) > MAX_BYTES:
-        raise RecipeError(f"file is larger than {MAX_BYTES} bytes", where=name)
+        raw = read_bytes(path, kind="recipe")
+    except BoundedReadError as exc:
+        raise RecipeError(f"cannot read: {exc.reason}", where=name) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -66,12 +68,17 @@ def load_file(path: Path) -> tuple[dict, Lines]:
 
 
 def _build(text: str, *, name: str, line_prefix: bool) -> tuple[object, Lines]:
-    loader = _Loader(text)
+    loader = None
     try:
+        problem = first_problem(text)
+        if problem is not None:
+            line, message = problem
+            raise RecipeError(message, where=f"{name}:{line}" if line_prefix else name)
+        loader = _Loader(text)
         node = loader.get_single_node()
         if node is None:
             return None, {(): 1}
-        return _Builder(loader, name).build(node)
+        return _Builder(loader, name, line_prefix=line_prefix).build(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{name}:{mark.line + 1}" if (mark and line_prefix) else name
@@ -79,18 +86,20 @@ def _build(text: str, *, name: str, line_prefix: bool) -> tuple[object, Lines]:
         if exc.context:
             detail = f"{exc.context}, {detail}"
         raise RecipeError(f"YAML syntax error: {detail}", where=where) from None
-    except yaml.YAMLError as exc:   # ReaderError: control characters and the like
+    except yaml.YAMLError as exc:   # none other is known; kept one line all the same
         raise RecipeError(f"YAML error: {exc}", where=name) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 class _Builder:
     """Turns a composed node tree into dicts, lists and scalars, recording key lines."""
 
-    def __init__(self, loader: _Loader, name: str):
+    def __init__(self, loader: _Loader, name: str, *, line_prefix: bool):
         self.loader = loader
         self.name = name
+        self.line_prefix = line_prefix   # False for an override: its one line is not a file line
         self.lines: Lines = {}
         self.seen: set[int] = set()
         self.num_nodes = 0
@@ -101,7 +110,8 @@ class _Builder:
         return self._node(node, (), ()), self.lines
 
     def _fail(self, message: str, node: Node, path: tuple) -> RecipeError:
-        return RecipeError(message, where=f"{self.name}:{node.start_mark.line + 1}", key=dotted(path))
+        where = f"{self.name}:{node.start_mark.line + 1}" if self.line_prefix else self.name
+        return RecipeError(message, where=where, key=dotted(path))
 
     def _node(self, node: Node, path: tuple, stack: tuple[int, ...]) -> object:
         self.num_nodes += 1
@@ -151,4 +161,7 @@ class _Builder:
             kind = node.tag.removeprefix(_TAG)
             raise self._fail(f"unsupported YAML type {kind!r} for {node.value!r}; quote it to make it a string",
                              node, path)
-        return self.loader.construct_object(node, deep=True)
+        value = self.loader.construct_object(node, deep=True)
+        if isinstance(value, float) and not math.isfinite(value):   # .nan, .inf, 1e999
+            raise self._fail(f"numbers must be finite, not {node.value!r}", node, path)
+        return value

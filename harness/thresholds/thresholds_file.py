@@ -9,7 +9,8 @@
         hardware: [cpu]                     # optional: the classes it applies to; absent = all
 
 Every problem is a ThresholdFileError that starts with file:line, found when the file is loaded,
-not when a run that took hours is checked.
+not when a run that took hours is checked. The file is read through harness.bounded and its
+nesting counted before PyYAML composes it (harness.yamlguard), like a recipe.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from pathlib import Path
 
 import yaml
 
+from harness.bounded import BoundedReadError, read_bytes
 from harness.thresholds.errors import ThresholdFileError, ThresholdSyntaxError
 from harness.thresholds.parser import parse
 from harness.thresholds.tree import Expr
+from harness.yamlguard import first_problem
 
 TOP_KEYS = ("recipe", "checks")
 CHECK_KEYS = ("name", "expr", "why", "since", "hardware")
@@ -146,20 +149,36 @@ def _no_clash(file: _File, checks: list[tuple[ThresholdCheck, yaml.Node]]) -> No
 
 
 def _compose(path: Path) -> tuple[yaml.Node, yaml.SafeLoader]:
+    """The file's root node: read bounded (no FIFO, no /dev/zero), depth checked before composing."""
+    text = _read(path)
+    loader = None
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ThresholdFileError(f"{path}:1: cannot read: {exc}") from None
-    loader = yaml.SafeLoader(text)
-    try:
+        problem = first_problem(text)
+        if problem is not None:
+            raise ThresholdFileError(f"{path}:{problem[0]}: {problem[1]}")
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
+        if loader is not None:
+            loader.dispose()
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
         raise ThresholdFileError(f"{path}:{line}: not valid YAML: {exc.problem or exc.context}") from None
     if node is None:
         raise ThresholdFileError(f"{path}:1: empty thresholds file")
     return node, loader
+
+
+def _read(path: Path) -> str:
+    try:
+        raw = read_bytes(path, kind="thresholds")
+    except BoundedReadError as exc:
+        raise ThresholdFileError(f"{path}:1: cannot read: {exc.reason}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ThresholdFileError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
 
 
 def load_thresholds(path: str | Path, *, hardware: str | None, recipe: str | None = None) -> list[ThresholdCheck]:

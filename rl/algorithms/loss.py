@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from rl.algorithms.kl import gen_kl_error, k3, masked_mean, token_mult_prob_error
+from rl.data.errors import DataIntegrityError
 
 __all__ = ["LossConfig", "TRUNCATIONS", "clipped_pg_loss", "importance_weights"]
 
@@ -110,9 +111,9 @@ def _zero_outside(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 def _check_shapes(shape: torch.Size, named: dict[str, torch.Tensor | None]) -> None:
     for name, tensor in named.items():
         if tensor is not None:
-            assert tensor.shape == shape, (
-                f"clipped_pg_loss: {name} has shape {tuple(tensor.shape)}, expected {tuple(shape)}"
-            )
+            if tensor.shape != shape:
+                raise DataIntegrityError(
+                    f"clipped_pg_loss: {name} has shape {tuple(tensor.shape)}, expected {tuple(shape)}")
 
 
 def clipped_pg_loss(
@@ -146,13 +147,15 @@ def clipped_pg_loss(
         up over ranks.
     """
     shape = curr_logprobs.shape
-    assert curr_logprobs.ndim == 2, f"curr_logprobs must be [B, T], got {tuple(shape)}"
+    if curr_logprobs.ndim != 2:
+        raise DataIntegrityError(f"curr_logprobs must be [B, T], got {tuple(shape)}")
     _check_shapes(
         shape,
         {"prev_logprobs": prev_logprobs, "gen_logprobs": gen_logprobs,
          "ref_logprobs": ref_logprobs, "token_mask": token_mask},
     )
-    assert sample_mask.shape == shape[:1], f"sample_mask must be [B], got {tuple(sample_mask.shape)}"
+    if sample_mask.shape != shape[:1]:
+        raise DataIntegrityError(f"sample_mask must be [B], got {tuple(sample_mask.shape)}")
     if cfg.kl_beta != 0.0 and ref_logprobs is None:
         raise ValueError("algorithm.loss.kl_beta is non-zero but no ref_logprobs were given")
     # Loss math runs in at least fp32, also for a bf16 policy (as the reference does).

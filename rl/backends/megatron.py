@@ -54,6 +54,7 @@ from rl.backends import megatron_convert as conv  # noqa: E402
 from rl.backends import megatron_vision as mvis  # noqa: E402
 from rl.backends.torch import TRAIN_FIELDS, add_metrics, backward_micro_batch, micro_batch_loss  # noqa: E402
 from rl.backends.torch import micro_batches  # noqa: E402
+from rl.data.errors import DataIntegrityError  # noqa: E402
 from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
 from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
 
@@ -90,7 +91,8 @@ def _init_parallel(parallel: mcfg.ParallelConfig, seed: int) -> None:
         have = (ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size(),
                 ps.get_context_parallel_world_size(), ps.get_expert_model_parallel_world_size())
         want = (parallel.tp, parallel.pp, parallel.cp, parallel.ep)
-        assert have == want, f"model parallel already initialised as (tp, pp, cp, ep)={have}, not {want}"
+        if have != want:
+            raise RuntimeError(f"model parallel already initialised as (tp, pp, cp, ep)={have}, not {want}")
     else:
         world = dist.get_world_size()
         if world % (parallel.tp * parallel.pp * parallel.cp) or world % (parallel.ep * parallel.etp):
@@ -185,7 +187,9 @@ class MegatronBackend:
         local = self._shard(text)
         result = gpt.load_state_dict(local, strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
-        assert not missing and not result.unexpected_keys, (missing, result.unexpected_keys)
+        if missing or result.unexpected_keys:
+            raise DataIntegrityError(f"checkpoint does not fit the model: missing {missing}, "
+                                     f"unexpected {result.unexpected_keys}")
         model: torch.nn.Module = gpt
         if self.vl_config:  # the vision tower lives on the first pipeline stage
             tower = None
@@ -257,7 +261,8 @@ class MegatronBackend:
             positions = self.vl_model.position_ids(ids_p, torch.nn.functional.pad(mask, (0, pad)),
                                                    images.get("image_grid_thw"))
         else:
-            assert not images, f"image columns {sorted(images)} for a text model"
+            if images:
+                raise DataIntegrityError(f"image columns {sorted(images)} for a text model")
             positions = torch.arange(total).expand(3, rows, -1)  # M-RoPE of text: equal axes
         if cp > 1:
             index = mctx.token_index(total, cp, ps.get_context_parallel_rank())
@@ -303,7 +308,8 @@ class MegatronBackend:
         """[B, T] token log-probs under the policy (or the frozen reference); `images` are a
         vision-language model's row-aligned image columns (`IMAGE_FIELDS`)."""
         unknown = set(images) - set(IMAGE_FIELDS)
-        assert not unknown, f"unknown image columns {sorted(unknown)}"
+        if unknown:
+            raise DataIntegrityError(f"unknown image columns {sorted(unknown)}")
         model = self.reference if reference else self.model
         if input_ids.shape[0] == 0:
             return torch.zeros(input_ids.shape, dtype=torch.float32)
@@ -340,7 +346,8 @@ class MegatronBackend:
                    loss_cfg: LossConfig) -> dict[str, float]:
         """One optimizer step over this rank's rows; metrics are this DP replica's share (summable)."""
         missing = [f for f in TRAIN_FIELDS if f not in batch]
-        assert not missing, f"train batch lacks {missing}"
+        if missing:
+            raise DataIntegrityError(f"train batch lacks {missing}")
         self.model.train()
         self.ddp.zero_grad_buffer()
         self.optimizer.zero_grad()

@@ -280,7 +280,8 @@ def block_spec(config: TransformerConfig, layer_types: list[str]) -> Transformer
         linear.self_attention = ModuleSpec(module=GatedDeltaNet, submodules=GatedDeltaNetSubmodules(
             in_proj=ColumnParallelLinear, out_norm=GatedOutputNorm, out_proj=RowParallelLinear))
         layers["linear_attention"] = ModuleSpec(module=TransformerLayer, submodules=linear)
-    assert len(layer_types) * config.pipeline_model_parallel_size == config.num_layers, (
-        len(layer_types), config.num_layers)
+    if len(layer_types) * config.pipeline_model_parallel_size != config.num_layers:
+        raise ValueError(f"{len(layer_types)} layer types x pp={config.pipeline_model_parallel_size} "
+                         f"!= num_layers={config.num_layers}")
     return TransformerBlockSubmodules(layer_specs=[layers[kind] for kind in layer_types],
                                       layer_norm=ZeroCenteredRMSNorm)

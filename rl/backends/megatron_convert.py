@@ -192,7 +192,8 @@ def _sections_of(name: str, t: torch.Tensor, sections: dict[str, tuple[int, ...]
     if split_rule(name) == "glu":
         return [t.shape[0] // 2] * 2
     suffix = next((k for k in (sections or {}) if name.endswith(k)), None)
-    assert suffix is not None, f"{name}: split per section, but no sections given (gdn_sections)"
+    if suffix is None:
+        raise ValueError(f"{name}: split per section, but no sections given (gdn_sections)")
     return [n // parts for n in sections[suffix]]
 
 

@@ -77,8 +77,8 @@ def portable_tensor_pickles() -> None:
     The bytes travel between our own processes, so torch's default (full unpickling) applies, as
     in every process of the engine that never imported megatron.
     """
-    assert _TORCH_LOAD_FROM_BYTES.__module__ == "torch.storage", (
-        "megatron_shims was imported after megatron.core; import it first")
+    if _TORCH_LOAD_FROM_BYTES.__module__ != "torch.storage":
+        raise ImportError("megatron_shims was imported after megatron.core; import it first")
     torch.storage._load_from_bytes = _TORCH_LOAD_FROM_BYTES
 
 

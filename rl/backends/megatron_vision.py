@@ -97,8 +97,8 @@ class VisionLanguageModel(MegatronModule):
         self.pre_process, self.post_process = language_model.pre_process, language_model.post_process
         self.share_embeddings_and_output_weights = language_model.share_embeddings_and_output_weights
         # The image features go in before the sequence-parallel scatter, so we scatter ourselves.
-        assert not (self.pre_process and language_model.embedding.scatter_to_sequence_parallel), \
-            "build the GPTModel with scatter_embedding_sequence_parallel=False"
+        if self.pre_process and language_model.embedding.scatter_to_sequence_parallel:
+            raise ValueError("build the GPTModel with scatter_embedding_sequence_parallel=False")
 
     def shared_embedding_or_output_weight(self) -> torch.Tensor:
         return self.language_model.shared_embedding_or_output_weight()

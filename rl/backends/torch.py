@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from rl.algorithms.loss import LossConfig, clipped_pg_loss
 from rl.backends import register
+from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
 
 __all__ = ["TorchBackend", "add_metrics", "backward_micro_batch", "micro_batch_loss", "micro_batches"]
@@ -155,7 +156,8 @@ class TorchBackend:
             return torch.zeros(input_ids.shape, dtype=torch.float32)
         outs = []
         unknown = set(images) - set(IMAGE_FIELDS)
-        assert not unknown, f"unknown image columns {sorted(unknown)}"
+        if unknown:
+            raise DataIntegrityError(f"unknown image columns {sorted(unknown)}")
         columns = {"input_ids": input_ids, "attention_mask": attention_mask, **images}
         for mb, real in _on(self.device, micro_batches(columns, self.micro_batch_size)):
             extra = {f: mb[f] for f in images}
@@ -168,7 +170,8 @@ class TorchBackend:
                    loss_cfg: LossConfig) -> dict[str, float]:
         """One optimizer step over this rank's rows; metrics are this rank's share (summable)."""
         missing = [f for f in TRAIN_FIELDS if f not in batch]
-        assert not missing, f"train batch lacks {missing}"
+        if missing:
+            raise DataIntegrityError(f"train batch lacks {missing}")
         self.optimizer.zero_grad(set_to_none=False)
         totals: dict[str, float] = {}
         rows = batch["input_ids"].shape[0]

@@ -9,12 +9,14 @@ Legacy path: the driver holds a `BatchedDataDict`. TQ path: bulk tensors live in
 from rl.data.batched import BatchedDataDict
 from rl.data.client import DataPlaneClient, MissingDataError, make_client
 from rl.data.dispatch import dp_dispatch, flops_post_train
+from rl.data.errors import DataIntegrityError
 from rl.data.kv_meta import KVBatchMeta, make_key
 from rl.data.memory_store import MemoryStore
 from rl.data.sharding import shard_keys_by_seqlen
 
 __all__ = [
     "BatchedDataDict",
+    "DataIntegrityError",
     "DataPlaneClient",
     "KVBatchMeta",
     "MemoryStore",

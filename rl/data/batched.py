@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from rl.data.errors import DataIntegrityError
+
 Column = torch.Tensor | list
 
 __all__ = ["BatchedDataDict", "shard_indices"]
@@ -80,7 +82,8 @@ class BatchedDataDict(dict):
         sizes = {key: _rows(col) for key, col in self.items()}
         if not sizes:
             return 0
-        assert len(set(sizes.values())) == 1, f"BatchedDataDict columns differ in rows: {sizes}"
+        if len(set(sizes.values())) != 1:
+            raise DataIntegrityError(f"BatchedDataDict columns differ in rows: {sizes}")
         return next(iter(sizes.values()))
 
     def get_dict(self) -> dict[str, Column]:
@@ -95,7 +98,8 @@ class BatchedDataDict(dict):
             indices = indices.tolist()
         size = self.size
         for i in indices:
-            assert -size <= i < size, f"select_indices: index {i} out of range for {size} rows"
+            if not (-size <= i < size):
+                raise DataIntegrityError(f"select_indices: index {i} out of range for {size} rows")
         return type(self)({key: _take(col, indices) for key, col in self.items()})
 
     def slice(self, start: int, end: int) -> BatchedDataDict:
@@ -117,9 +121,8 @@ class BatchedDataDict(dict):
         """
         p = permutation.tolist() if isinstance(permutation, torch.Tensor) else list(permutation)
         size = self.size
-        assert sorted(p) == list(range(size)), (
-            f"reorder_data: expected a permutation of range({size}), got {p}"
-        )
+        if sorted(p) != list(range(size)):
+            raise DataIntegrityError(f"reorder_data: expected a permutation of range({size}), got {p}")
         gather = [0] * size
         for src, dst in enumerate(p):
             gather[dst] = src
@@ -160,9 +163,9 @@ class BatchedDataDict(dict):
             return cls()
         keys = list(batches[0].keys())
         for i, batch in enumerate(batches):
-            assert set(batch.keys()) == set(keys), (
-                f"from_batches: batch {i} has keys {sorted(batch.keys())}, expected {sorted(keys)}"
-            )
+            if set(batch.keys()) != set(keys):
+                raise DataIntegrityError(
+                    f"from_batches: batch {i} has keys {sorted(batch.keys())}, expected {sorted(keys)}")
         pad_value_dict = pad_value_dict or {}
         out = cls()
         for key in keys:
@@ -174,9 +177,8 @@ class BatchedDataDict(dict):
                     columns = [_right_pad(col, width, pad) for col in columns]
                 out[key] = torch.cat(columns, dim=0)
             else:
-                assert not any(isinstance(col, torch.Tensor) for col in columns), (
-                    f"from_batches: column {key!r} mixes tensors and lists"
-                )
+                if any(isinstance(col, torch.Tensor) for col in columns):
+                    raise DataIntegrityError(f"from_batches: column {key!r} mixes tensors and lists")
                 out[key] = [row for col in columns for row in col]
         return out
 

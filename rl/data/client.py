@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from rl.data.errors import DataIntegrityError
 from rl.data.kv_meta import KVBatchMeta
 
 __all__ = [
@@ -84,15 +85,14 @@ def stack_rows(name: str, rows: Sequence[Any]) -> Column:
         return [copy.deepcopy(r) for r in rows]
     shapes = {tuple(r.shape) for r in rows}
     dtypes = {r.dtype for r in rows}
-    assert len(dtypes) == 1, (
-        f"column {name!r} has rows of several dtypes {sorted(map(str, dtypes))}"
-    )
+    if len(dtypes) != 1:
+        raise DataIntegrityError(f"column {name!r} has rows of several dtypes {sorted(map(str, dtypes))}")
     if len(shapes) == 1:
         return torch.stack(list(rows))
     tails = {s[1:] for s in shapes}
-    assert all(len(s) >= 1 for s in shapes) and len(tails) == 1, (
-        f"column {name!r} has rows of shapes {sorted(shapes)}; only dim 0 may differ"
-    )
+    if not (all(len(s) >= 1 for s in shapes) and len(tails) == 1):
+        raise DataIntegrityError(
+            f"column {name!r} has rows of shapes {sorted(shapes)}; only dim 0 may differ")
     width = max(s[0] for s in shapes)
     out = torch.zeros((len(rows), width, *next(iter(tails))), dtype=rows[0].dtype)
     for i, r in enumerate(rows):

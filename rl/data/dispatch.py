@@ -34,6 +34,7 @@ from typing import Any
 
 from rl import faults
 from rl.data.batched import BatchedDataDict
+from rl.data.errors import DataIntegrityError
 from rl.data.kv_meta import KVBatchMeta
 from rl.data.sharding import ORIGINAL_INDICES, shard_keys_by_seqlen
 
@@ -49,7 +50,8 @@ def caller_order_gather(order: Sequence[int]) -> list[int]:
     `order[j]` is the caller's index of concatenated row j; returns `g` with
     `out[i] = concat[g[i]]`, the inverse permutation of `order`.
     """
-    assert sorted(order) == list(range(len(order))), "shard indices are not a permutation"
+    if sorted(order) != list(range(len(order))):
+        raise DataIntegrityError("shard indices are not a permutation")
     gather = [-1] * len(order)
     for j, i in enumerate(order):
         gather[i] = j
@@ -68,16 +70,16 @@ def _concat_rows(raw: list[Any], method: str) -> Any:
     """Concatenate row-shaped rank results in rank order (2-D tensors right-padded with 0)."""
     if all(isinstance(r, KVBatchMeta) for r in raw):
         return KVBatchMeta.concat(*raw)
-    assert all(isinstance(r, Mapping) for r in raw), (
-        f"{method}: ranks returned mixed row-shaped kinds {sorted({type(r).__name__ for r in raw})}"
-    )
+    if not all(isinstance(r, Mapping) for r in raw):
+        kinds = sorted({type(r).__name__ for r in raw})
+        raise DataIntegrityError(f"{method}: ranks returned mixed row-shaped kinds {kinds}")
     for rank, result in enumerate(raw):
         rows = len(result[ROW_KEYS])
         for name, column in result.items():
             size = column.shape[0] if hasattr(column, "shape") else len(column)
-            assert size == rows, (
-                f"{method}: rank {rank} result column {name!r} has {size} rows for {rows} keys"
-            )
+            if size != rows:
+                raise DataIntegrityError(
+                    f"{method}: rank {rank} result column {name!r} has {size} rows for {rows} keys")
     merged = BatchedDataDict.from_batches(list(raw))
     return merged if isinstance(raw[0], BatchedDataDict) else dict(merged)
 
@@ -114,7 +116,8 @@ def _check_rows(self: Any, method: str, out: Any, expected: Sequence[str]) -> No
     hook = getattr(self, "_record_invariant", None)
     if hook is not None:
         hook(record)
-    assert ok, f"dp_dispatch({method}): {detail}"
+    if not ok:
+        raise DataIntegrityError(f"dp_dispatch({method}): {detail}")
 
 
 def _plan(self: Any, method: str, data: Any) -> tuple[list[KVBatchMeta], list[int], list[str]]:
@@ -138,10 +141,11 @@ def _plan(self: Any, method: str, data: Any) -> tuple[list[KVBatchMeta], list[in
             f"(one per DP rank), got {type(data).__name__}"
         )
     total = sum(len(m) for m in metas)
-    assert total % dp == 0, (
-        f"dp_dispatch({method}): {total} rows do not split evenly over dp_size={dp} "
-        f"({total} % {dp} = {total % dp}); make the batch a multiple of the DP size"
-    )
+    if total % dp != 0:
+        raise DataIntegrityError(
+            f"dp_dispatch({method}): {total} rows do not split evenly over dp_size={dp} "
+            f"({total} % {dp} = {total % dp}); make the batch a multiple of the DP size"
+        )
     if isinstance(data, KVBatchMeta):
         shards = shard_keys_by_seqlen(data, dp)
         order = [i for shard in shards for i in shard.extra_info[ORIGINAL_INDICES]]
@@ -159,11 +163,11 @@ def dp_dispatch(method: Callable[..., Any]) -> Callable[..., Any]:
             return method(self, data, *args, **kwargs)
         shards, order, expected = _plan(self, name, data)
         raw = list(self._run_on_ranks(name, shards, *args, **kwargs))
-        assert len(raw) == len(shards), (
-            f"dp_dispatch({name}): {len(raw)} results for {len(shards)} ranks"
-        )
+        if len(raw) != len(shards):
+            raise DataIntegrityError(f"dp_dispatch({name}): {len(raw)} results for {len(shards)} ranks")
         shaped = [_is_row_shaped(r) for r in raw]
-        assert all(shaped) or not any(shaped), f"dp_dispatch({name}): only some ranks returned rows"
+        if any(shaped) and not all(shaped):
+            raise DataIntegrityError(f"dp_dispatch({name}): only some ranks returned rows")
         if all(shaped):
             gather = list(order) if faults.active("dispatch_inverse_reorder") else caller_order_gather(order)
             aggregated = _take(_concat_rows(raw, name), gather)
@@ -193,7 +197,8 @@ def original_lengths(shards: Sequence[KVBatchMeta]) -> list[int]:
     for shard in shards:
         for i, n in zip(shard.extra_info[ORIGINAL_INDICES], shard.sequence_lengths, strict=True):
             lengths[i] = n
-    assert all(n is not None for n in lengths), "shard indices do not cover the batch"
+    if not all(n is not None for n in lengths):
+        raise DataIntegrityError("shard indices do not cover the batch")
     return lengths  # type: ignore[return-value]
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
+from rl.data.errors import DataIntegrityError
 from rl.data.kv_meta import KVBatchMeta
 
 __all__ = ["shard_keys_by_seqlen", "assign_balanced", "assign_stride", "round_spread_bound"]
@@ -124,10 +125,11 @@ def assign_balanced(
     n = len(lengths)
     if dp <= 0:
         raise ValueError(f"shard_keys_by_seqlen: dp must be positive, got {dp}")
-    assert n % dp == 0, (
-        f"shard_keys_by_seqlen: {n} rows cannot be split evenly over dp={dp} ranks "
-        f"({n} % {dp} = {n % dp}); make the batch size a multiple of the DP size"
-    )
+    if n % dp != 0:
+        raise DataIntegrityError(
+            f"shard_keys_by_seqlen: {n} rows cannot be split evenly over dp={dp} ranks "
+            f"({n} % {dp} = {n % dp}); make the batch size a multiple of the DP size"
+        )
     budget = 4 * n if max_swaps is None else max_swaps
     candidates = [
         _refine(_round_greedy(lengths, dp), lengths, budget),
@@ -151,7 +153,7 @@ def shard_keys_by_seqlen(meta: KVBatchMeta, dp: int) -> list[KVBatchMeta]:
     each of its rows in `extra_info["_dp_original_indices"]` (a tuple of ints).
 
     Raises:
-        AssertionError: when `len(meta)` is not a multiple of `dp`.
+        DataIntegrityError: when `len(meta)` is not a multiple of `dp`.
     """
     assignment = assign_balanced(meta.sequence_lengths, dp)
     return [

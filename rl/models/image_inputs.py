@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from rl.data.errors import DataIntegrityError
+
 __all__ = ["IMAGE_FIELDS", "ImageLayout", "PromptBatch", "encode_prompts", "image_forward_kwargs",
            "patchify", "prompt_rows"]
 
@@ -135,10 +137,12 @@ def image_forward_kwargs(model: Any, input_ids: torch.Tensor, pixel_values: torc
                          image_grid_thw: torch.Tensor | None) -> dict[str, torch.Tensor]:
     """Keyword arguments that give a VL model the images of rows `input_ids` ({} without images)."""
     if pixel_values is None:
-        assert image_grid_thw is None, "image_grid_thw without pixel_values"
+        if image_grid_thw is not None:
+            raise DataIntegrityError("image_grid_thw without pixel_values")
         return {}
-    assert pixel_values.dim() == 3 and pixel_values.shape[0] == input_ids.shape[0], (
-        f"pixel_values {tuple(pixel_values.shape)} is not row-aligned with input_ids {tuple(input_ids.shape)}")
+    if pixel_values.dim() != 3 or pixel_values.shape[0] != input_ids.shape[0]:
+        raise DataIntegrityError(f"pixel_values {tuple(pixel_values.shape)} is not row-aligned "
+                                 f"with input_ids {tuple(input_ids.shape)}")
     image_token_id = model.config.image_token_id
     return {"pixel_values": pixel_values.reshape(-1, pixel_values.shape[-1]),
             "image_grid_thw": image_grid_thw,

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from rl.data import BatchedDataDict, KVBatchMeta, make_key
+from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta, make_key
 
 __all__ = ["LegacyPath", "TQPath", "contiguous_blocks"]
 
@@ -26,7 +26,8 @@ READ_BACK = ("prev_logprobs", "ref_logprobs", "gen_logprobs", "response_mask")
 
 def contiguous_blocks(rows: int, ranks: int) -> list[tuple[int, int]]:
     """[start, end) of rank r's rows: the legacy `shard_by_batch_size(ranks)` assignment."""
-    assert rows % ranks == 0, f"{rows} rows do not split over {ranks} ranks"
+    if rows % ranks != 0:
+        raise DataIntegrityError(f"{rows} rows do not split over {ranks} ranks")
     per = rows // ranks
     return [(r * per, (r + 1) * per) for r in range(ranks)]
 

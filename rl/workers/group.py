@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from rl.cluster import Cluster, WorkerHandle
-from rl.data import BatchedDataDict, KVBatchMeta
+from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.models.image_inputs import IMAGE_FIELDS
 from rl.data.dispatch import dp_dispatch, flops_post_train
 
@@ -52,11 +52,12 @@ def sum_rank_metrics(raw: list[dict[str, float]]) -> dict[str, float]:
 def replica_layout(topology: list[dict[str, Any]]) -> tuple[int, list[int], list[int]]:
     """(dp_size, replica of each rank, the reporting rank of each replica) from the ranks' topology."""
     dp_size = topology[0]["dp_size"]
-    assert all(t["dp_size"] == dp_size for t in topology), f"ranks disagree on dp_size: {topology}"
+    if not all(t["dp_size"] == dp_size for t in topology):
+        raise DataIntegrityError(f"ranks disagree on dp_size: {topology}")
     replica_of = [t["dp_rank"] for t in topology]
     reporters = sorted((t["dp_rank"], r) for r, t in enumerate(topology) if t["reports_metrics"])
-    assert [d for d, _ in reporters] == list(range(dp_size)), (
-        f"need exactly one reporting rank per data-parallel replica: {topology}")
+    if [d for d, _ in reporters] != list(range(dp_size)):
+        raise DataIntegrityError(f"need exactly one reporting rank per data-parallel replica: {topology}")
     return dp_size, replica_of, [r for _, r in reporters]
 
 
@@ -92,7 +93,8 @@ class PolicyGroup:
 
     def _run_on_ranks(self, method_name: str, per_rank_inputs: list[Any], *args: Any, **kwargs: Any) -> list[Any]:
         """Replica d's input to every rank of replica d; one result per replica, in replica order."""
-        assert len(per_rank_inputs) == self.dp_size, (method_name, len(per_rank_inputs))
+        if len(per_rank_inputs) != self.dp_size:
+            raise DataIntegrityError(f"{method_name}: {len(per_rank_inputs)} inputs for dp_size={self.dp_size}")
         per_rank = [(per_rank_inputs[d], *args) for d in self.replica_of]
         results = self.cluster.call(self.ranks, method_name, per_rank, timeout_s=self.timeout_s, **kwargs)
         return [results[r] for r in self.reporters]
@@ -109,7 +111,8 @@ class PolicyGroup:
         self._record({"check": "dispatch_row_order", "method": "train", "ok": ok,
                       "rows": sum(expected),
                       "detail": f"rows trained per rank {trained}, shard sizes {expected}"})
-        assert ok, f"train: ranks trained {trained} rows, shards have {expected}"
+        if not ok:
+            raise DataIntegrityError(f"train: ranks trained {trained} rows, shards have {expected}")
         return flops_post_train(sum_rank_metrics(raw), raw, shards, flops_cfg=self.flops_cfg,
                                 device=self.device, num_ranks=self.num_ranks)
 

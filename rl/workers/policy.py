@@ -24,7 +24,7 @@ import torch.distributed as dist
 from rl import refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
-from rl.data import BatchedDataDict, KVBatchMeta
+from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.models.image_inputs import IMAGE_FIELDS
 from rl.workers.base import WorkerBase
 
@@ -76,7 +76,8 @@ class PolicyWorker(WorkerBase):
     # --- data --------------------------------------------------------------------------------
 
     def _plane_client(self) -> Any:
-        assert self._plane is not None, f"{self.name}: a KVBatchMeta came in but no data plane was given"
+        if self._plane is None:
+            raise DataIntegrityError(f"{self.name}: a KVBatchMeta came in but no data plane was given")
         return self._plane
 
     def _read(self, data: BatchedDataDict | KVBatchMeta, fields: tuple[str, ...]) -> dict[str, torch.Tensor]:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from harness.recipe import dump_recipe, find_recipes, format_show, load_recipe
 from harness.recipe.schema import SCHEMA
+from harness.recipe.show import _scalar
+from harness.recipe.yamlsafe import parse_text
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "data" / "recipes"
@@ -79,3 +82,11 @@ def test_find_recipes_in_the_fixtures_all_load():
     for path in found:
         load_recipe(path)
         load_recipe(path, scale="tiny")
+
+
+@pytest.mark.parametrize("text", ["a\x85b", "a\u2028b", "a\u2029b", "a\nb\r", 'q"\\\x85caf\u00e9'])
+def test_yaml_line_breaks_survive_a_dump(text):
+    """NEL, LS and PS are line breaks to YAML: written raw, 'a\\x85b' read back as 'a b'."""
+    line = _scalar(text)
+    assert "\n" not in line and not any(c in line for c in "\x85\u2028\u2029")
+    assert parse_text(line, where="x") == text and yaml.safe_load(line) == text

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from harness.recipe import RecipeError
-from harness.recipe.yamlsafe import MAX_ALIASES, load_file, parse_text
+from harness.recipe.yamlsafe import MAX_ALIASES, MAX_DEPTH, load_file, parse_text
 
 
 def _load(tmp_path, text: str | bytes):
@@ -89,3 +91,71 @@ def test_parse_text_values():
     assert parse_text("1e-3", where="x") == 1e-3
     with pytest.raises(RecipeError, match="unsupported YAML type 'timestamp'"):
         parse_text("2024-01-01", where="x")
+
+
+@pytest.mark.parametrize("text, code", [(b"name: x\x00\n", "U+0000"), (b"a: 1\nb: \x1b[31m\n", "U+001B")])
+def test_control_characters_are_a_recipe_error_with_a_line(tmp_path, monkeypatch, text, code):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RecipeError) as info:
+        _load(tmp_path, text)
+    line = text[: text.index(b"\x00" if b"\x00" in text else b"\x1b")].count(b"\n") + 1
+    assert str(info.value) == f"r.yaml:{line}: control character {code} is not allowed in YAML; remove it"
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("text", [
+    "a: " + "[" * 5000 + "]" * 5000 + "\n",
+    "a: " + "{k: " * 5000 + "1" + "}" * 5000 + "\n",
+    "a:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1, 1200)),
+])
+def test_nesting_thousands_deep_is_refused_before_composing(tmp_path, monkeypatch, text):
+    """PyYAML's composer recursed here: RecursionError, exit 3."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RecipeError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        _load(tmp_path, text)
+
+
+def test_an_override_value_thousands_deep_is_refused():
+    with pytest.raises(RecipeError, match=f"x: nested deeper than {MAX_DEPTH} levels"):
+        parse_text("[" * 5000 + "]" * 5000, where="x")
+
+
+def test_depth_at_the_limit_is_fine(tmp_path):
+    data, _ = _load(tmp_path, "a: " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "\n")
+    assert isinstance(data["a"], list)
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "r.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(RecipeError, match=r"cannot read: not a regular file \(a FIFO\)"):
+        load_file(fifo)
+
+
+@pytest.mark.timeout(10)
+def test_dev_zero_behind_a_symlink_is_refused(tmp_path):
+    link = tmp_path / "r.yaml"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(RecipeError, match=r"not a regular file \(a character device\)"):
+        load_file(link)
+
+
+def test_a_file_over_the_cap_is_refused(tmp_path):
+    with pytest.raises(RecipeError, match="byte cap for a recipe file"):
+        _load(tmp_path, b"# " + b"x" * (1 << 20) + b"\n")
+
+
+@pytest.mark.parametrize("text", ["a: .nan\n", "a: .inf\n", "a: {b: [-.Inf]}\n", "a: 1e999\n"])
+def test_non_finite_numbers_are_refused_anywhere(tmp_path, monkeypatch, text):
+    """Free mappings (model.config) included: no schema type reaches them."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RecipeError, match="r.yaml:1: a.*: numbers must be finite"):
+        _load(tmp_path, text)
+    assert _load(tmp_path, "a: 'nan'\nb: 1.5\n")[0] == {"a": "nan", "b": 1.5}
+
+
+def test_override_errors_carry_no_file_line():
+    with pytest.raises(RecipeError) as info:
+        parse_text(".nan", where="override 'x=.nan'")
+    assert str(info.value) == "override 'x=.nan': numbers must be finite, not '.nan'"

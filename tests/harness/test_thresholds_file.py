@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,33 @@ def test_recipe_mismatch(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(ThresholdFileError, match="nope.yaml:1: cannot read"):
         load_thresholds(tmp_path / "nope.yaml", hardware=None)
+
+
+@pytest.mark.parametrize("text, message", [
+    (GOOD.replace('"because"', '"be\x00cause"'), "t.yaml:5: control character U+0000 is not allowed in YAML"),
+    (GOOD + "x: " + "[" * 5000 + "]" * 5000 + "\n", "t.yaml:7: nested deeper than 64 levels"),
+    (GOOD.replace("why: \"because\"", "why: " + "{a: " * 3000 + "1" + "}" * 3000), "nested deeper than 64 levels"),
+])
+def test_nul_and_deep_nesting_are_file_errors(tmp_path, text, message):
+    """Both were internal errors (exit 3): a ReaderError, a RecursionError in PyYAML's composer."""
+    with pytest.raises(ThresholdFileError, match=re.escape(message)):
+        _load(tmp_path, text)
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_or_dev_zero_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ThresholdFileError, match=r"fifo.yaml:1: cannot read: not a regular file \(a FIFO\)"):
+        load_thresholds(fifo, hardware=None)
+    zero = tmp_path / "zero.yaml"
+    zero.symlink_to("/dev/zero")
+    with pytest.raises(ThresholdFileError, match=r"zero.yaml:1: cannot read: not a regular file \(a character"):
+        load_thresholds(zero, hardware=None)
+
+
+def test_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_bytes(GOOD.encode().replace(b"because", b"caf\xe9"))
+    with pytest.raises(ThresholdFileError, match=r"t.yaml:5: not valid UTF-8 \(byte 0xe9\)"):
+        load_thresholds(path, hardware=None)

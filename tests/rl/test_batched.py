@@ -5,6 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rl.data import DataIntegrityError
 from rl.data.batched import BatchedDataDict, shard_indices
 
 
@@ -24,7 +25,7 @@ def test_size_and_get_dict():
 
 
 def test_size_asserts_on_ragged_columns():
-    with pytest.raises(AssertionError, match="differ in rows"):
+    with pytest.raises(DataIntegrityError, match="differ in rows"):
         BatchedDataDict(a=torch.zeros(2), b=[1, 2, 3]).size
 
 
@@ -60,7 +61,7 @@ def test_from_batches_concatenates_and_right_pads():
 
 
 def test_from_batches_rejects_mismatched_keys():
-    with pytest.raises(AssertionError, match="keys"):
+    with pytest.raises(DataIntegrityError, match="keys"):
         BatchedDataDict.from_batches([BatchedDataDict(a=[1]), BatchedDataDict(b=[1])])
 
 
@@ -74,7 +75,7 @@ def test_reorder_scatters_row_i_to_position_p_i():
 
 
 def test_reorder_rejects_non_permutation():
-    with pytest.raises(AssertionError, match="permutation"):
+    with pytest.raises(DataIntegrityError, match="permutation"):
         _batch(3).reorder_data([0, 0, 1])
 
 

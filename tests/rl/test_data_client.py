@@ -7,7 +7,7 @@ import pickle
 import pytest
 import torch
 
-from rl.data import KVBatchMeta, MemoryStore, MissingDataError, make_client
+from rl.data import DataIntegrityError, KVBatchMeta, MemoryStore, MissingDataError, make_client
 from rl.data.client import split_rows, stack_rows
 
 
@@ -161,6 +161,6 @@ def test_stack_rows_rules() -> None:
     )
     padded = stack_rows("x", [torch.ones(1, 2), torch.ones(3, 2)])
     assert padded.shape == (2, 3, 2) and padded[0, 1:].abs().sum() == 0
-    with pytest.raises(AssertionError, match="only dim 0 may differ"):
+    with pytest.raises(DataIntegrityError, match="only dim 0 may differ"):
         stack_rows("x", [torch.ones(1, 2), torch.ones(1, 3)])
     assert split_rows("x", [1, "a"], 2) == [1, "a"]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +15,7 @@ from hypothesis import strategies as st
 
 import rl.data.dispatch as dispatch_mod
 from rl.data import (
+    DataIntegrityError,
     BatchedDataDict,
     KVBatchMeta,
     MemoryStore,
@@ -169,7 +174,7 @@ def test_planted_inverse_permutation_bug_is_caught(case: tuple) -> None:
     real = dispatch_mod.caller_order_gather
     dispatch_mod.caller_order_gather = lambda o: list(o)  # the published bug: gather with `order`
     try:
-        with pytest.raises(AssertionError, match="rows out of place"):
+        with pytest.raises(DataIntegrityError, match="rows out of place"):
             group.get_logprobs(meta)
     finally:
         dispatch_mod.caller_order_gather = real
@@ -189,7 +194,7 @@ def test_worker_returning_the_wrong_rows_is_caught() -> None:
         **honest(shard),
         "keys": list(reversed(shard.keys)),
     }  # type: ignore[method-assign]
-    with pytest.raises(AssertionError, match="dp_dispatch\\(get_logprobs\\)"):
+    with pytest.raises(DataIntegrityError, match="dp_dispatch\\(get_logprobs\\)"):
         group.get_logprobs(meta)
     assert group.records[-1]["ok"] is False
 
@@ -246,14 +251,48 @@ def test_flops_from_driver_chosen_shards_use_rank_order() -> None:
     assert out["total_flops"] == flops.total_flops(FLOPS_CFG, [9, 1, 8, 2])
 
 
-def test_rows_not_divisible_by_dp_is_a_clear_assertion() -> None:
+def test_rows_not_divisible_by_dp_is_a_clear_error() -> None:
     store = MemoryStore()
     meta = _rollout(store, [1, 2, 3], [0, 1, 2])
     with pytest.raises(
-        AssertionError,
+        DataIntegrityError,
         match=r"dp_dispatch\(get_logprobs\): 3 rows do not split evenly over dp_size=2",
     ):
         FakePolicyGroup(2, store).get_logprobs(meta)
+
+
+_UNDER_O = """
+import sys
+import torch
+from rl.data import DataIntegrityError, MemoryStore, dp_dispatch
+
+class Group:
+    dp_size = 2
+    def _run_on_ranks(self, method, per_rank_inputs):
+        return [{"keys": list(m.keys)} for m in per_rank_inputs]
+    @dp_dispatch
+    def get_logprobs(self, batch):
+        raise RuntimeError("legacy body must not run")
+
+store = MemoryStore()
+meta = store.put(["a", "b", "c"], "rollout", {"input_ids": [torch.ones(2)] * 3}, sequence_lengths=[2, 2, 2])
+try:
+    Group().get_logprobs(meta)
+except DataIntegrityError as exc:
+    print(f"optimize={sys.flags.optimize} DataIntegrityError: {exc}")
+"""
+
+
+def test_three_rows_over_dp_2_is_refused_under_python_O() -> None:
+    """With `assert`, -O dropped the guard and 3 rows over DP 2 died in zip(); now it raises."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-O", "-c", _UNDER_O], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == (
+        "optimize=1 DataIntegrityError: dp_dispatch(get_logprobs): 3 rows do not split evenly over "
+        "dp_size=2 (3 % 2 = 1); make the batch a multiple of the DP size")
 
 
 def test_unknown_input_kind_is_a_type_error() -> None:
@@ -264,5 +303,5 @@ def test_unknown_input_kind_is_a_type_error() -> None:
 def test_caller_order_gather_is_the_inverse() -> None:
     order = [2, 0, 1]  # concat row j is caller row order[j]
     assert dispatch_mod.caller_order_gather(order) == [1, 2, 0]
-    with pytest.raises(AssertionError, match="not a permutation"):
+    with pytest.raises(DataIntegrityError, match="not a permutation"):
         dispatch_mod.caller_order_gather([0, 0])

@@ -46,3 +46,23 @@ def test_bad_values_name_the_field(data, field):
 def test_shipped_recipe_parses():
     cfg = load_config(RECIPE)
     assert cfg.name == "arith_grpo_cpu" and cfg.dp_size == 2
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"algorithm": {"num_steps": 2.0}}, "algorithm.num_steps: expected int, got 2.0"),
+    ({"algorithm": {"num_steps": True}}, "algorithm.num_steps: expected int, got True"),
+    ({"policy": {"optimizer": {"lr": float("nan")}}}, "policy.optimizer.lr: expected a finite float, got nan"),
+    ({"generation": {"temperature": float("inf")}}, "generation.temperature: expected a finite float, got inf"),
+    ({"policy": {"optimizer": {"betas": [0.9, float("-inf")]}}}, r"betas\[1\]: expected a finite float, got -inf"),
+    ({"policy": {"optimizer": {"betas": [0.9, "x"]}}}, r"betas\[1\]: expected float, got 'x'"),
+])
+def test_numbers_are_taken_as_the_harness_validates_them(data, message):
+    """Integers are ints (not floats, not bools) and floats finite, as `harness validate` says."""
+    base = _base()
+    with pytest.raises(ValueError, match=message):
+        parse_config({**base, **data, "algorithm": {**base["algorithm"], **data.get("algorithm", {})}})
+
+
+def test_betas_given_as_ints_become_floats():
+    cfg = parse_config({**_base(), "policy": {"optimizer": {"betas": [0, 1]}}})
+    assert cfg.policy.optimizer.betas == [0.0, 1.0] and all(type(b) is float for b in cfg.policy.optimizer.betas)

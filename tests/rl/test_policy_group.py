@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from rl.data import DataIntegrityError
 from rl.workers.group import PolicyGroup, replica_layout
 
 
@@ -47,14 +48,14 @@ def test_replica_layout(pairs, dp_size, replica_of, reporters) -> None:
     ([(0, True), (1, False)], 2),      # replica 1 has no reporting rank
 ])
 def test_replica_layout_refuses_ambiguous_answers(pairs, dp_size) -> None:
-    with pytest.raises(AssertionError, match="one reporting rank"):
+    with pytest.raises(DataIntegrityError, match="one reporting rank"):
         replica_layout(_topology(pairs, dp_size))
 
 
 def test_replica_layout_refuses_disagreeing_dp_size() -> None:
     topology = _topology([(0, True), (0, False)], 1)
     topology[1]["dp_size"] = 2
-    with pytest.raises(AssertionError, match="disagree"):
+    with pytest.raises(DataIntegrityError, match="disagree"):
         replica_layout(topology)
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rl.data import KVBatchMeta, shard_keys_by_seqlen
+from rl.data import DataIntegrityError, KVBatchMeta, shard_keys_by_seqlen
 from rl.data.sharding import (
     _refine,
     _round_greedy,
@@ -88,9 +88,9 @@ def test_strictly_better_than_stride_on_a_skewed_batch() -> None:
     assert ours == [260, 260]
 
 
-def test_row_count_not_divisible_is_a_clear_assertion() -> None:
+def test_row_count_not_divisible_is_a_clear_error() -> None:
     with pytest.raises(
-        AssertionError, match=r"5 rows cannot be split evenly over dp=2 ranks \(5 % 2 = 1\)"
+        DataIntegrityError, match=r"5 rows cannot be split evenly over dp=2 ranks \(5 % 2 = 1\)"
     ):
         shard_keys_by_seqlen(_meta([1, 2, 3, 4, 5]), 2)
     with pytest.raises(ValueError, match="dp must be positive"):
