@@ -20,6 +20,7 @@ from harness.recipe.errors import Origin, RecipeError, display_path, dotted, nea
 from harness.recipe.overrides import apply, parse_override, split_key
 from harness.recipe.scales import SCALES
 from harness.recipe.tree import Tree, leaves
+
 _PATH_KEYS = (("checks", "thresholds"), ("model", "path"), ("model", "tokenizer"))
 
 
