@@ -78,7 +78,6 @@ def read_run_recipe(run_dir: Path) -> dict | None:
     _need(hardware is None or isinstance(hardware, str), path, "checks.hardware", "a hardware class")
     for key in ("data_plane", "env"):
         _need(isinstance(data.get(key, {}), dict), path, key, "a mapping")
-    _need(isinstance(data.get("engine", "rl"), str), path, "engine", "text")
     return data
 
 
