@@ -8,11 +8,12 @@ only regular files, without blocking, and read at most a cap's worth; anything e
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
 
-__all__ = ["BoundedReadError", "CAPS", "read_bytes", "read_text"]
+__all__ = ["BoundedReadError", "CAPS", "read_bytes", "read_json_object", "read_text"]
 
 MiB = 1 << 20
 # Caps per kind of file, generous for the largest honest file of each kind.
@@ -79,6 +80,19 @@ def read_text(path: str | os.PathLike, *, kind: str, errors: str = "strict") -> 
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise BoundedReadError(f"{Path(path)}:{line}", f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+
+
+def read_json_object(path: str | os.PathLike, *, kind: str) -> dict | None:
+    """The JSON object in `path`, or None when it is missing, unreadable, not JSON or not an object.
+
+    For readers that report on a run (history, nightly, the launcher's status merge) and must
+    not crash on a damaged file; the checker reads status.json itself, to fail with the reason.
+    """
+    try:
+        data = json.loads(read_text(path, kind=kind))
+    except (OSError, ValueError, RecursionError):  # BoundedReadError is an OSError
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _kind_of(mode: int) -> str:

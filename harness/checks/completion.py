@@ -1,4 +1,9 @@
-"""Did the run finish? A truncated run must fail loudly, never skip its checks and pass."""
+"""Did the run finish? A truncated run must fail loudly, never skip its checks and pass.
+
+status.json is believed only when it is consistent: "completed" with exit code 0, no error,
+no dead worker, and its last step equal to the planned step count. The metrics must then hold
+every step from 1 to the recipe's step count, and none past it.
+"""
 
 from __future__ import annotations
 
@@ -6,27 +11,49 @@ from typing import Mapping
 
 from harness.checks.verdict import Verdict
 
+NAME = "run_completed"
 
-def check_completion(
-    *, status: Mapping | None, steps: set[int], expected_steps: int, repeated: tuple[str, ...] = ()
-) -> Verdict:
-    """Fails unless the engine says "completed" and metrics hold steps 1..expected_steps, once each.
 
-    `repeated` are the metric reader's notes about steps logged twice (a bad resume).
-    """
-    name = "run_completed"
+def _fail(message: str) -> Verdict:
+    return Verdict(name=NAME, kind="completion", ok=False, message=message)
+
+
+def status_problem(status: Mapping, expected_steps: int) -> str | None:
+    """Why a status.json that says "completed" cannot be believed, or None."""
+    exit_code, error, dead = status.get("exit_code"), status.get("error"), status.get("dead_worker")
+    if type(exit_code) is not int or exit_code != 0:
+        return f"status.json says 'completed' with exit_code {exit_code!r} (must be 0)"
+    if error is not None:
+        return f"status.json says 'completed' but records an error: {str(error)[:200]!r}"
+    if dead is not None:
+        return f"status.json says 'completed' but records a dead worker: {str(dead)[:200]!r}"
+    for key in ("last_step", "num_steps"):
+        value = status.get(key)
+        if key in status and (type(value) is not int or value < 0):
+            return f"status.json's {key} is {value!r}, not a step count"
+    if "last_step" in status and "num_steps" in status and status["last_step"] != status["num_steps"]:
+        return f"status.json says 'completed' at last_step {status['last_step']} of num_steps {status['num_steps']}"
+    if "num_steps" in status and status["num_steps"] != expected_steps:
+        return f"status.json plans {status['num_steps']} steps, the recipe {expected_steps}"
+    return None
+
+
+def check_completion(*, status: Mapping | None, steps: set[int], expected_steps: int) -> Verdict:
+    """Fails unless status.json is a consistent "completed" and metrics hold steps 1..expected_steps."""
     if status is None:
-        return Verdict(name=name, kind="completion", ok=False, message="no status.json in the run dir")
+        return _fail("no status.json in the run dir")
     state = status.get("state")
     if state != "completed":
         why = status.get("error") or "no error recorded"
-        return Verdict(name=name, kind="completion", ok=False,
-                       message=f"run state is {state!r} at step {status.get('last_step')}: {why}")
-    if repeated:
-        return Verdict(name=name, kind="completion", ok=False, message=f"metrics repeat a step: {repeated[0]}")
+        return _fail(f"run state is {state!r} at step {status.get('last_step')!r}: {str(why)[:500]}")
+    problem = status_problem(status, expected_steps)
+    if problem:
+        return _fail(problem)
     missing = sorted(set(range(1, expected_steps + 1)) - steps)
     if missing:
-        return Verdict(name=name, kind="completion", ok=False,
-                       message=f"metrics miss {len(missing)} of {expected_steps} steps (first: {missing[0]})")
-    return Verdict(name=name, kind="completion", ok=True, value=float(expected_steps),
+        return _fail(f"metrics miss {len(missing)} of {expected_steps} steps (first: {missing[0]})")
+    beyond = sorted(step for step in steps if not 1 <= step <= expected_steps)
+    if beyond:
+        return _fail(f"metrics hold step {beyond[0]}, outside the recipe's 1..{expected_steps}")
+    return Verdict(name=NAME, kind="completion", ok=True, value=float(expected_steps),
                    message=f"completed {expected_steps} of {expected_steps} steps")

@@ -2,6 +2,8 @@
 
 Fails closed: a violation fails, and so does the absence of a check the run must have made
 (a dispatch path that recorded nothing is as suspicious as one that recorded a failure).
+A record holds only when its `ok` is the JSON boolean true, and a line that cannot be read
+(torn or not) fails the run with its line number.
 """
 
 from __future__ import annotations
@@ -11,31 +13,42 @@ from collections import Counter
 from pathlib import Path
 from typing import Mapping
 
+from harness.bounded import BoundedReadError, read_text
 from harness.checks.verdict import Verdict
 
 
 class InvariantsError(Exception):
-    """invariants.jsonl is unreadable."""
+    """invariants.jsonl is unreadable: the message names the line, and the run fails with it."""
+
+
+def _record(path: Path, number: int, line: str) -> dict:
+    try:
+        record = json.loads(line)
+    except ValueError:  # JSONDecodeError, or an integer too long to convert
+        raise InvariantsError(f"{path.name}:{number}: not a JSON record (a torn or damaged line)") from None
+    except RecursionError:
+        raise InvariantsError(f"{path.name}:{number}: nested too deeply") from None
+    if not isinstance(record, dict) or "check" not in record or "ok" not in record:
+        raise InvariantsError(f"{path.name}:{number}: a record needs 'check' and 'ok'")
+    if not isinstance(record["check"], str) or not record["check"]:
+        raise InvariantsError(f"{path.name}:{number}: 'check' must be a name, got {record['check']!r}")
+    return record
 
 
 def read_invariants(path: Path) -> list[dict]:
-    if not path.exists():
+    """The records of invariants.jsonl ([] when there is none).
+
+    Every line must be a record, the last one too: a torn last line may be the failing record
+    of a crash, so it is a failure, not something to skip.
+    """
+    if not path.exists() and not path.is_symlink():
         return []
-    records = []
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):  # a torn last line from a crash
-                break
-            raise InvariantsError(f"{path.name}:{number}: not JSON") from None
-        if not isinstance(record, dict) or "check" not in record or "ok" not in record:
-            raise InvariantsError(f"{path.name}:{number}: a record needs 'check' and 'ok'")
-        records.append(record)
-    return records
+    try:
+        text = read_text(path, kind="invariants")
+    except BoundedReadError as exc:
+        raise InvariantsError(f"{path.name}: {exc.reason}") from None
+    lines = text.split("\n")
+    return [_record(path, number, line) for number, line in enumerate(lines, start=1) if line.strip()]
 
 
 def required_checks(recipe: Mapping) -> list[str]:
@@ -53,7 +66,7 @@ def check_invariants(records: list[dict], *, required: list[str]) -> list[Verdic
     counts = Counter(r["check"] for r in records)
     failures: dict[str, list[dict]] = {}
     for record in records:
-        if not record["ok"]:
+        if record["ok"] is not True:  # only JSON's true holds: "false", 0 and null do not
             failures.setdefault(record["check"], []).append(record)
     verdicts = []
     for kind in sorted(set(required) | set(counts)):
@@ -64,10 +77,11 @@ def check_invariants(records: list[dict], *, required: list[str]) -> list[Verdic
         elif kind in failures:
             first = failures[kind][0]
             where = f"step {first.get('step')}" + (f", {first['method']}" if first.get("method") else "")
+            detail = first.get("detail", "no detail") if first["ok"] is False else (
+                f"ok is {first['ok']!r}, not the JSON boolean true")
             verdicts.append(Verdict(
                 name=name, kind="invariant", ok=False, value=float(len(failures[kind])),
-                message=f"{len(failures[kind])} of {counts[kind]} {kind} checks failed; first at {where}: "
-                        f"{first.get('detail', 'no detail')}"))
+                message=f"{len(failures[kind])} of {counts[kind]} {kind} checks failed; first at {where}: {detail}"))
         else:
             verdicts.append(Verdict(name=name, kind="invariant", ok=True, value=float(counts[kind]),
                                     message=f"{counts[kind]} of {counts[kind]} {kind} checks held"))

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-import yaml
-
 from harness.checks.completion import check_completion
-from harness.checks.invariants import check_invariants, read_invariants, required_checks
+from harness.checks.coverage import coverage_gap
+from harness.checks.invariants import InvariantsError, check_invariants, read_invariants, required_checks
+from harness.checks.run_files import StatusError, read_run_recipe, read_status
 from harness.checks.verdict import Verdict
 from harness.errors import UsageError
 from harness.metrics import Metrics, MetricsError, read_metrics
-from harness.thresholds import ThresholdCheck, evaluate, load_thresholds
+from harness.thresholds import ThresholdCheck, evaluate, load_thresholds, metric_names
 
 
 @dataclass(kw_only=True)
@@ -32,29 +31,14 @@ class Judgement:
         return bool(self.verdicts) and all(v.ok for v in self.verdicts)
 
 
-def read_status(run_dir: Path) -> dict | None:
-    path = run_dir / "status.json"
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise UsageError(f"{path}: status.json is not valid JSON") from None
-
-
-def read_run_recipe(run_dir: Path) -> dict | None:
-    path = run_dir / "recipe.yaml"
-    if not path.exists():
-        return None
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: not a resolved recipe")
-    return data
-
-
 def threshold_verdicts(checks: list[ThresholdCheck], metrics: Metrics, expected_steps: int | None) -> list[Verdict]:
     verdicts = []
     for check in checks:
+        gap = coverage_gap(metrics, metric_names(check.tree), expected_steps=expected_steps)
+        if gap is not None:
+            verdicts.append(Verdict(name=check.name, kind="threshold", ok=False, message=gap, expr=check.expr,
+                                    metrics=metric_names(check.tree), why=check.why, since=str(check.since)))
+            continue
         result = evaluate(check.tree, metrics, expected_steps=expected_steps)
         value = result.value if isinstance(result.value, (int, float)) and not isinstance(result.value, bool) else None
         verdicts.append(Verdict(
@@ -81,41 +65,68 @@ def judge_run(
     is_dir = target.is_dir()
     run_dir = target if is_dir else target.parent
     recipe = read_run_recipe(run_dir) if is_dir else None
-    status = read_status(run_dir) if is_dir else None
-    try:
-        metrics = read_metrics(target)
-    except MetricsError as error:
-        if not is_dir:
-            raise
-        # A run dir without readable metrics is a failed run (exit 1), not bad input (exit 2).
-        metrics = Metrics(series={}, source=str(target), notes=(f"unreadable: {error}",))
+    status, status_error = _status(run_dir) if is_dir else (None, None)
+    metrics, metrics_error = _metrics(target, is_dir)
     checks_cfg: Mapping = (recipe or {}).get("checks", {})
     if expected_steps is None and recipe is not None:
-        expected_steps = int(recipe["algorithm"]["num_steps"])
+        expected_steps = recipe["algorithm"]["num_steps"]
     thresholds_path = thresholds or (Path(checks_cfg["thresholds"]) if checks_cfg.get("thresholds") else None)
     hardware = hardware or checks_cfg.get("hardware")
 
     verdicts: list[Verdict] = []
+    if metrics_error is not None:
+        verdicts.append(Verdict(name="metrics_readable", kind="completion", ok=False, message=metrics_error))
     if is_dir:
-        if expected_steps is None:
+        if status_error is not None:
+            verdicts.append(Verdict(name="run_completed", kind="completion", ok=False, message=status_error))
+        elif expected_steps is None:
             verdicts.append(Verdict(name="run_completed", kind="completion", ok=False,
                                     message="the step count is unknown: no recipe.yaml in the run dir (give --steps)"))
         else:
             steps = set().union(*(series.keys() for series in metrics.values()))
-            repeated = tuple(note for note in metrics.notes if "logged again" in note)
-            verdicts.append(check_completion(status=status, steps=steps, expected_steps=expected_steps,
-                                             repeated=repeated))
+            verdicts.append(check_completion(status=status, steps=steps, expected_steps=expected_steps))
     checks: list[ThresholdCheck] = []
     if thresholds_path is None:
         verdicts.append(Verdict(name="thresholds", kind="threshold", ok=False,
                                 message="no thresholds file: the recipe names none (checks.thresholds) and none was given"))
     else:
-        checks = load_thresholds(thresholds_path, hardware=hardware)
+        # Another recipe's thresholds would judge this run by the wrong bar: refused (exit 2).
+        checks = load_thresholds(thresholds_path, hardware=hardware, recipe=(recipe or {}).get("name"))
         if not checks:
             verdicts.append(Verdict(name="thresholds", kind="threshold", ok=False,
                                     message=f"{thresholds_path.name} has no check for hardware {hardware!r}"))
         verdicts.extend(threshold_verdicts(checks, metrics, expected_steps))
     if recipe is not None and checks_cfg.get("invariants", True) and recipe.get("engine", "rl") == "rl":
-        verdicts.extend(check_invariants(read_invariants(run_dir / "invariants.jsonl"),
-                                         required=required_checks(recipe)))
+        verdicts.extend(_invariant_verdicts(run_dir, recipe))
     return Judgement(verdicts=verdicts, metrics=metrics, recipe=recipe, status=status, thresholds=checks)
+
+
+def _status(run_dir: Path) -> tuple[dict | None, str | None]:
+    try:
+        return read_status(run_dir), None
+    except StatusError as error:
+        return None, str(error)
+
+
+def _metrics(target: Path, is_dir: bool) -> tuple[Metrics, str | None]:
+    """The run's metrics and why they are not a clean series (None when they are).
+
+    A run dir whose metrics cannot be read, or were torn, is a failed run (exit 1), not bad input.
+    """
+    try:
+        metrics = read_metrics(target)
+    except MetricsError as error:
+        if not is_dir:
+            raise
+        return Metrics(series={}, source=str(target)), f"metrics unreadable: {error}"
+    if metrics.notes:
+        return metrics, f"metrics not clean: {metrics.notes[0]}"
+    return metrics, None
+
+
+def _invariant_verdicts(run_dir: Path, recipe: Mapping) -> list[Verdict]:
+    try:
+        records = read_invariants(run_dir / "invariants.jsonl")
+    except InvariantsError as error:
+        return [Verdict(name="invariant:file", kind="invariant", ok=False, message=str(error))]
+    return check_invariants(records, required=required_checks(recipe))

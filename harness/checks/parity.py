@@ -24,11 +24,12 @@ def is_compared(metric: str) -> bool:
 
 
 def _close(a: float, b: float, tolerance: float) -> bool:
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    if tolerance == 0.0:
-        return a == b
-    return abs(a - b) <= tolerance * max(1.0, abs(a), abs(b))
+    """Equal within the relative tolerance. inf equals only an inf of its sign; NaN equals nothing."""
+    if a == b:  # also inf == inf: an identical run holding an inf is not a divergence
+        return True
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return False  # NaN, or inf against another value: `inf - inf` must not decide it
+    return tolerance > 0.0 and abs(a - b) <= tolerance * max(1.0, abs(a), abs(b))
 
 
 def compare_metrics(
@@ -84,6 +85,9 @@ def _first_divergence(a, b, metrics, tolerance, labels) -> str | None:
             if va is None or vb is None:
                 missing = labels[0] if va is None else labels[1]
                 return f"first divergence at step {step}, {metric}: missing in {missing}"
+            nan = next((label for label, v in zip(labels, (va, vb)) if math.isnan(v)), None)
+            if nan is not None:  # NaN is no value: two NaNs are not evidence of parity
+                return f"first divergence at step {step}, {metric}: {nan} is nan, which cannot be compared"
             if not _close(float(va), float(vb), tolerance):
                 return f"first divergence at step {step}, {metric}: {labels[0]}={va!r} {labels[1]}={vb!r}"
     return None

@@ -10,7 +10,9 @@ import argparse
 import json
 from pathlib import Path
 
+from harness.bounded import BoundedReadError, read_text
 from harness.checks.judge import Judgement, judge_run
+from harness.errors import UsageError
 from harness.console import format_verdicts
 from harness.report import write_junit, write_report_md, write_result_json
 from harness.report.specs import plot_specs
@@ -27,11 +29,20 @@ def write_outputs(run_dir: Path, judgement: Judgement, *, name: str, plan: dict 
 
 
 def read_plan(run_dir: Path) -> dict | None:
+    """plan.json for the report; a missing or damaged one only leaves the plan out of it."""
     path = run_dir / "plan.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        plan = json.loads(read_text(path, kind="json"))
+    except (BoundedReadError, ValueError, RecursionError):  # the report says less, the verdicts stand
+        return None
+    return plan if isinstance(plan, dict) else None
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps must be at least 1, got {args.steps}")
     target = Path(args.run_dir)
     judgement = judge_run(
         target,

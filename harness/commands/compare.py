@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
-import yaml
-
 from harness.checks.parity import compare_metrics
+from harness.checks.run_files import read_yaml
 from harness.console import format_verdicts
 from harness.errors import UsageError
 from harness.metrics import read_metrics
@@ -30,7 +30,7 @@ def describe_recipes(runs: list[Path]) -> str:
     paths = [run / "recipe.yaml" for run in runs]
     if not all(p.exists() for p in paths):
         return "recipes: not both runs have a recipe.yaml; cannot say what differs"
-    a, b = (yaml.safe_load(p.read_text(encoding="utf-8")) for p in paths)
+    a, b = (read_yaml(p) for p in paths)
     diff = leaf_differences(a, b)
     if not diff:
         return "recipes: identical"
@@ -39,8 +39,8 @@ def describe_recipes(runs: list[Path]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.tolerance < 0:
-        raise UsageError(f"--tolerance must be >= 0, got {args.tolerance}")
+    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):  # NaN would pass `< 0`
+        raise UsageError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
     runs = [Path(args.run_a), Path(args.run_b)]
     for run in runs:
         if not run.exists():

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+from harness.bounded import read_json_object
 from harness.errors import UsageError
 from harness.metrics import MetricsError, read_metrics
 
@@ -50,8 +51,8 @@ def import_metrics(recipe: Mapping, run_dir: Path) -> Path | None:
         for step in sorted(rows):
             out.write(json.dumps({"step": step, **rows[step]}) + "\n")
     status_path = run_dir / "status.json"
-    if rows and status_path.exists():  # the launcher saw no metrics.jsonl while the engine ran
-        status = json.loads(status_path.read_text(encoding="utf-8"))
+    status = read_json_object(status_path, kind="status") if rows else None
+    if status is not None:  # the launcher saw no metrics.jsonl while the engine ran
         status["last_step"] = max(rows)
         status_path.write_text(json.dumps(status, indent=2) + "\n", encoding="utf-8")
     return target

@@ -10,12 +10,12 @@ Each is None when the run did not log it.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.bounded import read_json_object
 from harness.metrics import MetricsError, read_metrics
 
 REWARD = "train/reward"
@@ -34,7 +34,7 @@ class KeyMetrics:
 def _finite(value: object) -> float | None:
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer past float range
         return None
     return number if math.isfinite(number) else None
 
@@ -57,11 +57,8 @@ def metrics_path(run_dir: Path) -> Path | None:
     run_dir = Path(run_dir)
     if (run_dir / "metrics.jsonl").exists():
         return run_dir / "metrics.jsonl"
-    status = run_dir / "status.json"
-    try:
-        variants = list(json.loads(status.read_text(encoding="utf-8")).get("variants") or {})
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-        variants = []
+    variants = (read_json_object(run_dir / "status.json", kind="status") or {}).get("variants")
+    variants = [name for name in variants if isinstance(name, str)] if isinstance(variants, dict) else []
     for name in variants:
         if (run_dir / name / "metrics.jsonl").exists():
             return run_dir / name / "metrics.jsonl"
@@ -76,13 +73,7 @@ def key_metrics(run_dir: Path) -> KeyMetrics:
         metrics = read_metrics(path) if path is not None else {}
     except MetricsError:
         metrics = {}
-    wall = None
-    status_path = run_dir / "status.json"
-    if status_path.exists():
-        try:
-            wall = _finite(json.loads(status_path.read_text(encoding="utf-8")).get("wall_s"))
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-            wall = None
+    wall = _finite((read_json_object(run_dir / "status.json", kind="status") or {}).get("wall_s"))
     return KeyMetrics(
         final_reward=last_value(metrics[REWARD]) if REWARD in metrics else None,
         step_time_s=steady_mean(metrics[STEP_TIME]) if STEP_TIME in metrics else None,
@@ -94,8 +85,8 @@ def key_metrics(run_dir: Path) -> KeyMetrics:
 def check_verdicts(run_dir: Path) -> dict[str, bool]:
     """Check name -> passed, from the run's result.json (empty when there is none)."""
     path = Path(run_dir) / "result.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    data = read_json_object(path, kind="json") or {}
+    verdicts = data.get("verdicts")
+    if not isinstance(verdicts, list):
         return {}
-    return {str(v["name"]): bool(v["ok"]) for v in data.get("verdicts", []) if isinstance(v, dict) and "name" in v}
+    return {str(v["name"]): v["ok"] is True for v in verdicts if isinstance(v, dict) and "name" in v}

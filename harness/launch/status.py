@@ -17,11 +17,11 @@ Fields the engine wrote are never dropped: a value the harness replaces is kept 
 
 from __future__ import annotations
 
-import json
 import signal
 from pathlib import Path
 from typing import Any
 
+from harness.bounded import read_json_object
 from harness.report.atomic import write_json_atomic
 
 TERMINAL_STATES = ("completed", "failed", "interrupted", "timeout")
@@ -30,11 +30,7 @@ HARNESS_PREFIX = "[harness] "
 
 def read_status(path: Path) -> dict[str, Any] | None:
     """The engine's status.json, or None when it is missing or not a JSON object."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_json_object(path, kind="status")
 
 
 def log_tail(path: Path, *, num_lines: int = 20, max_bytes: int = 16384) -> str:

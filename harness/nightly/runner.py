@@ -8,7 +8,6 @@ from the next, and is exactly what a person would type to reproduce it.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.bounded import read_json_object
 from harness.nightly.signatures import Match, match_log
 from harness.suites.model import Entry
 
@@ -67,10 +67,8 @@ def attempt_dir(out_dir: Path, entry_id: str, number: int) -> Path:
 
 
 def read_state(run_dir: Path) -> str | None:
-    try:
-        return json.loads((run_dir / "status.json").read_text(encoding="utf-8")).get("state")
-    except (OSError, ValueError, AttributeError):
-        return None
+    state = (read_json_object(run_dir / "status.json", kind="status") or {}).get("state")
+    return state if isinstance(state, str) else None
 
 
 def infra_failure(attempt: Attempt, run_dir: Path) -> Match | None:

@@ -25,7 +25,7 @@ import yaml
 from harness.bounded import BoundedReadError, read_bytes
 from harness.thresholds.errors import ThresholdFileError, ThresholdSyntaxError
 from harness.thresholds.parser import parse
-from harness.thresholds.tree import Expr
+from harness.thresholds.tree import Expr, metric_names
 from harness.yamlguard import first_problem
 
 TOP_KEYS = ("recipe", "checks")
@@ -122,6 +122,8 @@ def _check(file: _File, node: yaml.Node, index: int) -> ThresholdCheck:
         tree = parse(expr)
     except ThresholdSyntaxError as exc:
         raise file.error(expr_node, f"{what}: {exc.reason}" + (f" at column {exc.column} of expr" if exc.column else "")) from None
+    if not metric_names(tree):  # `1 < 2` would pass every run: a check with no evidence
+        raise file.error(expr_node, f"{what} reads no metric, so no run could fail it: {expr}")
     hardware = _hardware(file, entries["hardware"][1], what) if "hardware" in entries else None
     return ThresholdCheck(
         name=name,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
+
+import pytest
 
 from harness.checks.completion import check_completion
-from harness.checks.invariants import check_invariants, read_invariants, required_checks
+from harness.checks.invariants import InvariantsError, check_invariants, read_invariants, required_checks
 from harness.checks.parity import compare_metrics
 
-DONE = {"state": "completed", "last_step": 3, "num_steps": 3}
+DONE = {"state": "completed", "exit_code": 0, "error": None, "dead_worker": None, "last_step": 3, "num_steps": 3}
 
 
 def test_completed_run_with_every_step_passes():
@@ -28,9 +31,27 @@ def test_failed_state_and_missing_status_fail():
     assert not v.ok and "'timeout' at step 2: time limit 60 s" in v.message
 
 
-def test_repeated_step_fails():
-    v = check_completion(status=DONE, steps={1, 2, 3}, expected_steps=3, repeated=("line 4: step 2 logged again",))
-    assert not v.ok and "repeat" in v.message
+@pytest.mark.parametrize("change, message", [
+    ({"exit_code": 1}, "with exit_code 1 (must be 0)"),
+    ({"exit_code": None}, "with exit_code None"),
+    ({"exit_code": False}, "with exit_code False"),
+    ({"exit_code": "0"}, "with exit_code '0'"),
+    ({"error": "OOM on rank 1"}, "records an error: 'OOM on rank 1'"),
+    ({"dead_worker": "policy-1"}, "records a dead worker: 'policy-1'"),
+    ({"last_step": 2}, "at last_step 2 of num_steps 3"),
+    ({"last_step": "3"}, "last_step is '3', not a step count"),
+    ({"num_steps": 3.0}, "num_steps is 3.0, not a step count"),
+    ({"last_step": 5, "num_steps": 5}, "plans 5 steps, the recipe 3"),
+])
+def test_an_inconsistent_completed_status_fails(change, message):
+    """'completed' alone was trusted: exit code 1, an error, a dead worker all passed (issue 12, item 3)."""
+    v = check_completion(status={**DONE, **change}, steps={1, 2, 3}, expected_steps=3)
+    assert not v.ok and message in v.message
+
+
+def test_metrics_past_the_planned_steps_fail():
+    v = check_completion(status=DONE, steps={1, 2, 3, 4}, expected_steps=3)
+    assert not v.ok and "step 4, outside the recipe's 1..3" in v.message
 
 
 def record(check, ok=True, step=1, **extra):
@@ -65,10 +86,20 @@ def test_an_empty_invariants_file_fails(tmp_path):
     assert verdicts and not any(v.ok for v in verdicts)
 
 
-def test_torn_last_invariant_line_is_tolerated(tmp_path):
+@pytest.mark.parametrize("tail", ['{"check": "flo', '{"check": "flops_fields", "ok": fal'])
+def test_a_torn_last_invariant_line_is_a_failure_naming_its_line(tmp_path, tail):
+    """The torn record may be the failing one of a crash (issue 12, item 4)."""
     path = tmp_path / "invariants.jsonl"
-    path.write_text(json.dumps(record("flops_fields")) + "\n{\"check\": \"flo")
-    assert len(read_invariants(path)) == 1
+    path.write_text(json.dumps(record("flops_fields")) + "\n" + tail)
+    with pytest.raises(InvariantsError, match=r"invariants.jsonl:2: not a JSON record"):
+        read_invariants(path)
+
+
+@pytest.mark.parametrize("ok", ["false", "true", 0, 1, None, [], "yes"])
+def test_only_the_json_boolean_true_holds(ok):
+    """`"ok": "false"` was truthy and passed (issue 12, item 4)."""
+    [verdict] = check_invariants([record("flops_fields"), record("flops_fields", ok=ok, step=2)], required=[])
+    assert not verdict.ok and "first at step 2" in verdict.message and f"ok is {ok!r}" in verdict.message
 
 
 def series(values, start=1):
@@ -110,3 +141,19 @@ def test_parity_against_a_run_that_logged_nothing_names_step_one():
     a = {"train/loss": series([1.0, 0.5]), "train/logprob_digest": series([1.0, 2.0])}
     [metrics] = [v for v in compare_metrics(a, {}, names=("legacy", "tq")) if v.name == "parity:metrics"]
     assert not metrics.ok and metrics.message == "first divergence at step 1: tq logged no metrics"
+
+
+def test_parity_of_identical_runs_holding_an_inf_passes_at_any_tolerance():
+    """inf == inf of one sign; `inf - inf` is NaN and used to fail (issue 12, item 8)."""
+    a = {"x": series([1.0, math.inf, -math.inf]), "train/logprob_digest": series([1.0, 2.0, 3.0])}
+    for tolerance in (0.0, 1e-6, 0.5):
+        assert all(v.ok for v in compare_metrics(a, a, tolerance=tolerance))
+    b = {"x": series([1.0, -math.inf, -math.inf]), "train/logprob_digest": series([1.0, 2.0, 3.0])}
+    assert not all(v.ok for v in compare_metrics(a, b, tolerance=0.5))
+
+
+def test_parity_fails_on_a_nan_in_either_run_naming_it():
+    a = {"x": series([1.0, math.nan]), "train/logprob_digest": series([1.0, 2.0])}
+    verdicts = {v.name: v for v in compare_metrics(a, a, names=("legacy", "tq"), tolerance=0.1)}
+    assert not verdicts["parity:metrics"].ok
+    assert verdicts["parity:metrics"].message == "first divergence at step 2, x: legacy is nan, which cannot be compared"
