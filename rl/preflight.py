@@ -33,7 +33,7 @@ import yaml
 
 from rl.config import RunConfig, parse_config
 
-__all__ = ["GENERATION_BACKENDS", "GenerationBackend", "importable", "machine_refusals", "main",
+__all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_file", "importable", "machine_refusals", "main",
            "static_refusals", "visible_gpus"]
 
 EXIT_OK, EXIT_REFUSED = 0, 2

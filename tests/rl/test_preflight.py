@@ -174,3 +174,13 @@ def test_the_command_prints_one_line_per_refusal_and_exits_2(tmp_path, capsys, g
     answer = json.loads(capsys.readouterr().out)
     assert answer[str(good)] == {"static": [], "machine": []}
     assert len(answer[str(bad)]["machine"]) == 2 and answer[str(bad)]["static"] == []
+
+
+def test_the_engine_run_by_hand_refuses_before_ray_starts(tmp_path, gpus):
+    from rl.run import main as run_main
+
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(gpu_recipe()))
+    assert run_main([str(path), "--out", str(tmp_path / "run")]) == 2
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "failed" and "recipe needs 16 GPUs (h200), this machine has 0" in status["error"]
