@@ -27,6 +27,7 @@ import importlib.util
 import json
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -101,7 +102,8 @@ def _model_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
             make_vl_config(model.family, overrides, vocab_size=vocab_size, token_ids=token_ids)
         else:
             make_config(model.family, overrides, vocab_size=vocab_size)
-    except Exception as error:  # noqa: BLE001 - HF configs raise ValueError, TypeError, their own validation errors...: each is the engine refusing the config
+    # HF configs raise ValueError, TypeError and their own validation errors: each is a refusal.
+    except Exception as error:  # noqa: BLE001
         return [_one_line(error, prefix="model.config")]
     return []
 
@@ -152,12 +154,15 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
     elif not importable(backend.module):
         out.append(f"generation.backend: {cfg.generation.backend}: the engine has no {backend.module} yet; "
                    "use generation.backend: torch")
-    if cfg.model.path:
-        from pathlib import Path
+    if cfg.model.path and not Path(cfg.model.path).expanduser().is_dir():
+        out.append(f"model.path: no such directory {cfg.model.path!r} on this machine")
+    if "/" in cfg.model.tokenizer:  # a shipped tokenizer was read by the static checks
+        from rl.tokenizer import resolve_tokenizer_dir
 
-        if not Path(cfg.model.path).expanduser().is_dir():
-            out.append(f"model.path: no such directory {cfg.model.path!r} on this machine")
-    elif "/" in cfg.model.tokenizer:
+        try:
+            resolve_tokenizer_dir(cfg.model.tokenizer)
+        except ValueError as error:
+            return [*out, _one_line(error)]
         out.extend(_model_refusals(cfg, machine=True))
     return out
 
