@@ -12,7 +12,8 @@ for the machine's too.
   family's Hugging Face config, through the same `make_config` the engine builds the model with
   (the config only, never the weights: the 35B config takes a few milliseconds); the training
   backend takes the policy keys; the generation backend can shard as `generation.tp` asks.
-* machine (`--machine`): enough GPUs visible for a GPU recipe; the generation backend's package
+* machine (`--machine`): enough GPUs for a GPU recipe (this machine's, or the Ray cluster's at
+  RAY_ADDRESS, which the engine joins); the generation backend's package
   and engine module importable; `model.path` and a tokenizer path present.
 
 Output: one line per refusal, `KEY: reason` (with several recipes each line starts with the
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -57,11 +59,21 @@ GENERATION_BACKENDS: dict[str, GenerationBackend] = {
 }
 
 
-def visible_gpus() -> int:
-    """CUDA devices this process can see (CUDA_VISIBLE_DEVICES applies)."""
+def visible_gpus() -> tuple[int, str]:
+    """GPUs the engine would get, and where: the Ray cluster at RAY_ADDRESS, which the engine
+    joins when it is set (rl/cluster.py), else the CUDA devices this process sees."""
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        import ray
+
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        try:
+            return int(ray.cluster_resources().get("GPU", 0)), f"the Ray cluster at {address}"
+        finally:
+            ray.shutdown()
     import torch
 
-    return torch.cuda.device_count()
+    return torch.cuda.device_count(), "this machine"
 
 
 def importable(name: str) -> bool:
@@ -144,9 +156,14 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
     cfg = parse_config(data)
     out = []
     if cfg.cluster.device != "cpu":
-        have, need = visible_gpus(), cfg.world_size
-        if have < need:
-            out.append(f"cluster: recipe needs {need} GPUs ({cfg.cluster.device}), this machine has {have}; "
+        need = cfg.world_size
+        try:
+            have, where = visible_gpus()
+        except Exception as error:  # noqa: BLE001 - any failure to reach Ray is a refusal, never a pass
+            have, where = -1, f"cannot count the GPUs of the Ray cluster at RAY_ADDRESS: {_one_line(error)}"
+            out.append(f"cluster: {where}")
+        if 0 <= have < need:
+            out.append(f"cluster: recipe needs {need} GPUs ({cfg.cluster.device}), {where} has {have}; "
                        "run its tiny twin with --scale tiny")
     backend = GENERATION_BACKENDS[cfg.generation.backend]
     if backend.package and not importable(backend.package):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -41,7 +43,8 @@ def gpu_recipe(*, nodes: int = 2, per_node: int = 8) -> dict:
 
 @pytest.fixture
 def gpus(monkeypatch):
-    """Set how many CUDA devices this 'machine' has."""
+    """Set how many CUDA devices this 'machine' has (and join no Ray cluster)."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
 
     def set_count(n: int) -> None:
         monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
@@ -74,6 +77,25 @@ def test_a_gpu_recipe_on_too_few_gpus_is_refused_with_the_tiny_twin_suggested(gp
 def test_a_gpu_recipe_with_enough_gpus_passes_the_gpu_check(gpus):
     gpus(16)
     assert machine_refusals(gpu_recipe()) == []
+
+
+def test_with_ray_address_the_ray_clusters_gpus_count(gpus, monkeypatch):
+    calls = []
+    fake = types.SimpleNamespace(init=lambda **kw: calls.append(kw["address"]), shutdown=lambda: calls.append("bye"),
+                                 cluster_resources=lambda: {"CPU": 64.0, "GPU": 8.0})
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
+    assert machine_refusals(gpu_recipe()) == ["cluster: recipe needs 16 GPUs (h200), the Ray cluster at "
+                                              "ray://head:10001 has 8; run its tiny twin with --scale tiny"]
+    assert calls == ["ray://head:10001", "bye"]
+    assert machine_refusals(gpu_recipe(nodes=1)) == []
+
+    def unreachable(**kw):
+        raise ConnectionError("no head")
+
+    monkeypatch.setattr(fake, "init", unreachable)
+    (line,) = machine_refusals(gpu_recipe())
+    assert line.startswith("cluster: cannot count the GPUs of the Ray cluster at RAY_ADDRESS: no head")
 
 
 def test_vllm_not_installed_is_refused(gpus, installed):
