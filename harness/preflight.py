@@ -87,8 +87,11 @@ def ask_engine(recipes: Mapping[Hashable, Mapping], *, machine: bool) -> dict[Ha
                 path = Path(tmp) / f"recipe{i}.yaml"
                 path.write_text(dump_recipe(dict(recipes[key])), encoding="utf-8")
                 files[str(path)] = key
-            for path, answer in _run(preflight_command(list(files), machine=machine), dict(env)).items():
-                answers[files[path]] = Answer(static=list(answer["static"]), machine=list(answer["machine"]))
+            said = _run(preflight_command(list(files), machine=machine), dict(env))
+            for path, key in files.items():
+                if not isinstance(said.get(path), dict):  # fail closed: no answer is not a yes
+                    raise PreflightError(f"the engine's preflight gave no answer for {path}")
+                answers[key] = Answer(static=list(said[path]["static"]), machine=list(said[path]["machine"]))
     return answers
 
 
