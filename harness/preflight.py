@@ -74,7 +74,8 @@ def ask_engine(recipes: Mapping[Hashable, Mapping], *, machine: bool) -> dict[Ha
     Raises:
         PreflightError: the preflight crashed or timed out.
     """
-    from harness.engines import preflight_command  # noqa: PLC0415 - harness.engines imports harness.errors, which imports us
+    # harness.engines imports harness.errors, which imports this module: import it late.
+    from harness.engines import preflight_command  # noqa: PLC0415
 
     answers = {key: Answer() for key in recipes}
     groups: dict[tuple, list[Hashable]] = {}

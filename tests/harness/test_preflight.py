@@ -34,7 +34,8 @@ def fake_engine(monkeypatch, tmp_path):
             "import json, os, sys\n"
             "files = [a for a in sys.argv[1:] if not a.startswith('--')]\n"
             f"answer = {answer!r}\n"
-            "answer = {**answer, 'machine': answer['machine'] + [os.environ.get('SEEN', '')] * bool(os.environ.get('SEEN'))}\n"
+            "seen = os.environ.get('SEEN')\n"
+            "answer = {**answer, 'machine': answer['machine'] + ([seen] if seen else [])}\n"
             "print(json.dumps({f: answer for f in files}))\n"
             f"sys.stderr.write({stderr!r}); sys.exit({exit_code})\n")
         monkeypatch.setattr(harness.engines, "preflight_command",
@@ -93,7 +94,8 @@ def test_parity_variants_are_asked_and_external_engines_are_not():
     parity = load_recipe(RECIPES / "arith_grpo_cpu_parity.yaml").data
     variants = engine_recipes(parity)
     assert sorted(variants) == ["variant legacy", "variant tq"]
-    assert variants["variant tq"]["data_plane"]["backend"] == "tq" and not variants["variant tq"]["checks"].get("parity")
+    assert variants["variant tq"]["data_plane"]["backend"] == "tq"
+    assert not variants["variant tq"]["checks"].get("parity")
     external = load_recipe(RECIPES / "arith_grpo_cpu.yaml",
                            ["engine={command: ['{python}', 'x.py'], metrics: jsonl}"]).data
     assert engine_recipes(external) == {}
@@ -104,10 +106,12 @@ def test_parity_variants_are_asked_and_external_engines_are_not():
 
 def test_the_35b_recipe_here_is_refused_by_the_engine_with_the_tiny_twin_suggested(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # this machine: no GPU, whatever it has
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     out = tmp_path / "never"
     assert main(["run", str(RECIPES / "qwen3_5_35b.yaml"), "--out", str(out)]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == "error: cluster: recipe needs 16 GPUs (h200), this machine has 0; run its tiny twin with --scale tiny"
+    assert err[0] == ("error: cluster: recipe needs 16 GPUs (h200), this machine has 0; "
+                      "run its tiny twin with --scale tiny")
     assert all(line.startswith("error: ") for line in err)
     assert not out.exists()
 
