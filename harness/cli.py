@@ -127,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as error:
         if os.environ.get("HARNESS_DEBUG"):
             raise
-        sys.stderr.write(f"error: {error}\n")
+        for line in str(error).splitlines() or [""]:  # one line per reason (the engine's refusals)
+            sys.stderr.write(f"error: {line}\n")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

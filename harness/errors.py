@@ -5,6 +5,7 @@ from __future__ import annotations
 from harness.checks.invariants import InvariantsError
 from harness.metrics import MetricsError
 from harness.plan import PlanError
+from harness.preflight import EngineRefusal
 from harness.recipe import RecipeError
 from harness.thresholds import ThresholdFileError, ThresholdSyntaxError
 
@@ -17,6 +18,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     UsageError,
     RecipeError,
     PlanError,
+    EngineRefusal,
     ThresholdFileError,
     ThresholdSyntaxError,
     MetricsError,

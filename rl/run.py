@@ -1,6 +1,7 @@
 """The engine process: `python -m rl.run RECIPE.yaml --out RUN_DIR [--resume]`.
 
-Reads one resolved recipe, runs GRPO on Ray, and writes the run dir (docs/architecture.md):
+Reads one resolved recipe, refuses it before Ray starts if the preflight does (rl/preflight.py:
+what the harness asks before launch), runs GRPO on Ray, and writes the run dir (docs/architecture.md):
 metrics.jsonl, invariants.jsonl, env.json, status.json, checkpoints/. Exit codes: 0 done,
 1 failed, 2 bad recipe or arguments, 3 a worker died, 4 workers stopped answering,
 130/143 interrupted (SIGINT/SIGTERM). status.json always says why.
@@ -22,6 +23,7 @@ from typing import Any
 
 from rl import checkpoint
 from rl.config import RunConfig, load_config
+from rl.preflight import check_file
 from rl.runlog import RunLog
 from rl.worker_errors import DeadWorkerError, WorkerTimeoutError
 
@@ -282,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         return _config_error(run_dir, f"bad recipe {args.recipe}: {exc}")
     except Exception as exc:  # noqa: BLE001 - e.g. a YAML syntax error
         return _config_error(run_dir, f"cannot read recipe {args.recipe}: {type(exc).__name__}: {exc}")
+    answer = check_file(args.recipe, machine=True)  # the harness asked already; a run by hand asks here
+    refused = answer["static"] + answer["machine"]
+    if refused:
+        return _config_error(run_dir, f"refused {args.recipe}: " + "; ".join(refused))
     signal.signal(signal.SIGTERM, _on_signal)
     return run(cfg, run_dir, resume=args.resume)
 

@@ -1,4 +1,5 @@
-"""`harness plan RECIPE`: derive and check the resource plan, print it, write plan.json."""
+"""`harness plan RECIPE`: derive and check the resource plan, ask the engine whether it can run it
+(a refusal on any machine is exit 2; this machine's refusals are printed), write plan.json."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from pathlib import Path
 
 from harness.plan import Plan, make_plan
+from harness.preflight import ask_before_launch, format_answer
 from harness.recipe import load_recipe
 
 
@@ -44,7 +46,9 @@ def format_plan(plan: Plan) -> str:
 def main(args: argparse.Namespace) -> int:
     resolved = load_recipe(args.recipe, args.overrides, scale=args.scale)
     plan = make_plan(resolved.data)
+    machine = ask_before_launch(resolved.data, launching=False)
     print(format_plan(plan), end="")
+    print(format_answer(machine), end="")
     out = Path(args.out)
     out.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")

@@ -1,6 +1,8 @@
 """`harness run [RECIPE] [overrides] [--scale tiny] [--out DIR] [--dry-run]`.
 
-Resolve, validate and plan before anything starts; make a unique run dir; launch the engine
+Resolve, validate and plan before anything starts; ask the engine whether it can run the recipe
+on this machine (harness/preflight.py: a refusal is exit 2, one line per key, before any run dir
+exists; a dry run only reports this machine's refusals); make a unique run dir; launch the engine
 (once, or once per parity variant); then judge the run and write result.json, junit.xml and
 report.md. Without a recipe it runs the embedded default, the CPU GRPO tiny twin.
 """
@@ -26,6 +28,7 @@ from harness.engines import engine_command, import_metrics
 from harness.errors import UsageError
 from harness.launch import LaunchResult, launch
 from harness.plan import make_plan
+from harness.preflight import ask_before_launch, format_answer
 from harness.recipe import apply_overrides, dump_recipe, load_recipe
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -120,10 +123,12 @@ def main(args: argparse.Namespace) -> int:
     recipe = resolved.data
     plan_obj = make_plan(recipe)
     plan = plan_obj.to_json()
+    refused_here = ask_before_launch(recipe, launching=not args.dry_run)
     run_dir = make_run_dir(args.out, recipe["name"])
     recipe_file = write_inputs(run_dir, recipe, plan)
     print(f"recipe  {recipe_path}{f' ({args.scale} twin)' if args.scale else ''}\nrun dir {run_dir}")
     print(format_plan(plan_obj), end="")
+    print(format_answer(refused_here), end="")
     if args.dry_run:
         print("dry run: would launch " + " ".join(engine_command(recipe, run_dir)))
         print(f"wrote {recipe_file} and {run_dir / 'plan.json'}")

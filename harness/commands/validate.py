@@ -1,21 +1,25 @@
-"""`harness validate [PATHS...]`: resolve, validate and plan every recipe (and its tiny twin), and
-check every suite found under the paths (docs/nightly.md)."""
+"""`harness validate [PATHS...]`: resolve, validate and plan every recipe (and its tiny twin), ask the
+engine whether it can run each on any machine (its static preflight: model config, keys it reads;
+one engine process answers them all), and check every suite found under the paths (docs/nightly.md)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from harness.errors import USER_ERRORS, UsageError
 from harness.plan import make_plan
+from harness.preflight import ask_engine, engine_recipes, refusals
 from harness.recipe import find_recipes, load_recipe
 from harness.suites import find_suites, is_suite_path, suite_problems
 from harness.thresholds import load_thresholds
 
 
-def validate_one(path: Path) -> list[str]:
-    """Problems of one recipe at full scale and at each of its scales; empty when it is sound."""
+def validate_one(path: Path, asks: dict[tuple, Mapping]) -> list[str]:
+    """Problems of one recipe at full scale and at each of its scales; what the engine will be
+    given is added to `asks`, keyed (path, label, variant), for one preflight of every recipe."""
     problems = []
     try:
         scales = load_recipe(path).scales
@@ -29,9 +33,20 @@ def validate_one(path: Path) -> list[str]:
             thresholds = resolved.data.get("checks", {}).get("thresholds")
             if thresholds:
                 load_thresholds(Path(thresholds), hardware=resolved.data["checks"].get("hardware"))
+            for variant, recipe in engine_recipes(resolved.data).items():
+                asks[(path, label, variant)] = recipe
         except USER_ERRORS as error:
             problems.append(f"{label}: {error}")
     return problems
+
+
+def engine_problems(asks: dict[tuple, Mapping]) -> dict[Path, list[str]]:
+    """The engine's static refusals, per recipe file, each led by its scale (and variant)."""
+    out: dict[Path, list[str]] = {}
+    for (path, label, variant), answer in ask_engine(asks, machine=False).items() if asks else ():
+        for line in refusals({variant: answer}, "static"):
+            out.setdefault(path, []).append(f"{label}: {line}")
+    return out
 
 
 def validate_suites(paths: list[Path]) -> int:
@@ -60,8 +75,11 @@ def main(args: argparse.Namespace) -> int:
     if not recipes and not find_suites(paths):
         raise UsageError(f"no recipe found under {', '.join(map(str, paths))}")
     failed = 0
+    asks: dict[tuple, Mapping] = {}
+    found = {recipe: validate_one(recipe, asks) for recipe in recipes}
+    refused = engine_problems(asks)
     for recipe in recipes:
-        problems = validate_one(recipe)
+        problems = found[recipe] + refused.get(recipe, [])
         if problems:
             failed += 1
             for problem in problems:

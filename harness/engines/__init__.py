@@ -31,6 +31,11 @@ def engine_command(recipe: Mapping, run_dir: Path) -> list[str]:
     raise UsageError(f"engine: {engine!r} is neither 'rl' nor a mapping with a command")
 
 
+def preflight_command(recipe_files: list[str], *, machine: bool) -> list[str]:
+    """The engine's preflight (rl/preflight.py), run with the interpreter that runs `rl.run`."""
+    return [sys.executable, "-m", "rl.preflight", *recipe_files, "--json", *(["--machine"] if machine else [])]
+
+
 def import_metrics(recipe: Mapping, run_dir: Path) -> Path | None:
     """For an external engine, convert its metrics into run_dir/metrics.jsonl; ours writes it itself."""
     engine = recipe.get("engine", "rl")

@@ -33,13 +33,13 @@ class ModelSize:
 
 
 def layer_types(cfg: Mapping) -> list[str]:
-    """The per-layer mixer kinds; Qwen3.5 puts a full-attention layer every 4th layer."""
+    """The per-layer mixer kinds: `layer_types`, else a full-attention layer every 4th layer (as
+    the engine derives them; HF's config has no `full_attention_interval` field)."""
     n = int(cfg["num_hidden_layers"])
     types = cfg.get("layer_types")
     if types:
         return list(types)
-    interval = int(cfg.get("full_attention_interval", 4))
-    return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
+    return ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(n)]
 
 
 def _full_attention(cfg: Mapping, h: int) -> int:

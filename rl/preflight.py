@@ -1,0 +1,227 @@
+"""What the engine can run, answered before launch (docs/architecture.md, "Preflight").
+
+    python -m rl.preflight RECIPE.yaml [RECIPE.yaml ...] [--machine] [--json]
+
+Nothing silently ignored: a recipe key the engine cannot honour is refused here, before any
+engine process spends time, with one line naming the key and the reason. The harness asks
+through this command (with the interpreter it launches `python -m rl.run` with), never by
+importing `rl`: `harness validate` asks for the static answer, `harness run` and `harness plan`
+for the machine's too.
+
+* static (any machine): the recipe parses as a `RunConfig`; its `model.config` builds as the
+  family's Hugging Face config, through the same `make_config` the engine builds the model with
+  (the config only, never the weights: the 35B config takes a few milliseconds); the training
+  backend takes the policy keys; the generation backend can shard as `generation.tp` asks.
+* machine (`--machine`): enough GPUs for a GPU recipe (this machine's, or the Ray cluster's at
+  RAY_ADDRESS, which the engine joins); the generation backend's package
+  and engine module importable; `model.path` and a tokenizer path present.
+
+Output: one line per refusal, `KEY: reason` (with several recipes each line starts with the
+recipe's path); `--json` prints `{path: {"static": [...], "machine": [...]}}` instead.
+Exit code 0 when nothing is refused, 2 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rl.config import RunConfig, parse_config
+from rl.placement import plan_placement
+
+__all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_file", "importable", "machine_refusals", "main",
+           "static_refusals", "visible_gpus"]
+
+EXIT_OK, EXIT_REFUSED = 0, 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerationBackend:
+    """What a `generation.backend` needs and can do."""
+
+    module: str  # the engine module that implements it
+    package: str | None = None  # the package it needs installed
+    max_tp: int | None = None  # the largest generation.tp it shards over; None: any
+
+
+# The engine runs generation in rl/generation/sampler.py (one unsharded replica). vLLM needs both
+# the package and an engine module that drives it; until rl/generation/vllm.py exists, it is refused.
+GENERATION_BACKENDS: dict[str, GenerationBackend] = {
+    "torch": GenerationBackend(module="rl.generation.sampler", max_tp=1),
+    "vllm": GenerationBackend(module="rl.generation.vllm", package="vllm"),
+}
+
+
+def visible_gpus() -> tuple[int, str]:
+    """GPUs the engine would get, and where: the Ray cluster at RAY_ADDRESS, which the engine
+    joins when it is set (rl/cluster.py), else the CUDA devices this process sees."""
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        import ray
+
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        try:
+            return int(ray.cluster_resources().get("GPU", 0)), f"the Ray cluster at {address}"
+        finally:
+            ray.shutdown()
+    import torch
+
+    return torch.cuda.device_count(), "this machine"
+
+
+def importable(name: str) -> bool:
+    """Whether `import name` would find a module, without importing it (vLLM takes seconds)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module without a spec
+        return False
+
+
+def _vocab_size(tokenizer: str) -> int:
+    """The vocabulary the engine sizes the model by (`len(tokenizer)`, as rl/run.py does)."""
+    from rl.tokenizer import load_tokenizer
+
+    return len(load_tokenizer(tokenizer))
+
+
+def _model_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
+    """Build the HF config the engine would build (never the weights). A tokenizer given as a
+    path is read on the machine only; statically its vocabulary is left to the config."""
+    from rl.models.qwen3_5 import check_config_fields, make_config
+    from rl.models.vision import make_vl_config, vision_token_ids
+
+    model, overrides = cfg.model, dict(cfg.model.config)
+    try:
+        if model.path:
+            if model.modality == "vision" and overrides:
+                return [f"model.config: {len(overrides)} field(s) ({', '.join(sorted(overrides)[:3])}, ...) would be "
+                        "ignored: a vision model loads its config from model.path as it is (drop model.config)"]
+            check_config_fields(model.family, overrides)
+            return []
+        vocab_size, token_ids = 1, {}
+        if machine or "/" not in model.tokenizer:
+            vocab_size = _vocab_size(model.tokenizer)
+            if model.modality == "vision":
+                token_ids = vision_token_ids(model.tokenizer)
+        if model.modality == "vision":
+            make_vl_config(model.family, overrides, vocab_size=vocab_size, token_ids=token_ids)
+        else:
+            make_config(model.family, overrides, vocab_size=vocab_size)
+    # HF configs raise ValueError, TypeError and their own validation errors: each is a refusal.
+    except Exception as error:  # noqa: BLE001
+        return [_one_line(error, prefix="model.config")]
+    return []
+
+
+def _policy_refusals(cfg: RunConfig) -> list[str]:
+    """The training backend's own check of the policy keys (the torch backend: data parallel, fp32)."""
+    if cfg.policy.backend != "torch":
+        return []  # megatron's layout rules are checked by the harness plan; its config at setup
+    from rl.backends.torch import _check_data_parallel_only  # the backend's one statement of its limits
+
+    try:
+        _check_data_parallel_only(asdict(cfg.policy.parallel), cfg.policy.precision, cfg.policy.distributed_optimizer)
+    except ValueError as error:
+        return [_one_line(error)]
+    return []
+
+
+def _generation_refusals(cfg: RunConfig) -> list[str]:
+    gen = cfg.generation
+    backend = GENERATION_BACKENDS[gen.backend]
+    if backend.max_tp is not None and gen.tp > backend.max_tp:
+        return [f"generation.tp: {gen.tp}, but the {gen.backend} generation backend runs each replica "
+                f"unsharded (tp {backend.max_tp}); use generation.tp: {backend.max_tp}"]
+    return []
+
+
+def static_refusals(data: dict[str, Any]) -> list[str]:
+    """Refusals that hold on any machine, one line each; empty when the engine can run it."""
+    try:
+        cfg = parse_config(data)
+    except ValueError as error:
+        return [_one_line(error)]
+    return [*_model_refusals(cfg, machine=False), *_policy_refusals(cfg), *_generation_refusals(cfg)]
+
+
+def machine_refusals(data: dict[str, Any]) -> list[str]:
+    """Refusals on this machine only (a recipe with static refusals gets no machine answer)."""
+    cfg = parse_config(data)
+    out = []
+    placement = plan_placement(device=cfg.cluster.device, world_size=cfg.world_size,
+                               colocated=cfg.generation.colocated)
+    if placement.gpu:
+        need = placement.num_gpus  # a generator that is not colocated has a GPU of its own
+        try:
+            have, where = visible_gpus()
+        except Exception as error:  # noqa: BLE001 - any failure to reach Ray is a refusal, never a pass
+            have, where = -1, f"cannot count the GPUs of the Ray cluster at RAY_ADDRESS: {_one_line(error)}"
+            out.append(f"cluster: {where}")
+        if 0 <= have < need:
+            out.append(f"cluster: recipe needs {need} GPUs ({cfg.cluster.device}), {where} has {have}; "
+                       "run its tiny twin with --scale tiny")
+    backend = GENERATION_BACKENDS[cfg.generation.backend]
+    if backend.package and not importable(backend.package):
+        out.append(f"generation.backend: {cfg.generation.backend} is not installed here; use generation.backend: torch")
+    elif not importable(backend.module):
+        out.append(f"generation.backend: {cfg.generation.backend}: the engine has no {backend.module} yet; "
+                   "use generation.backend: torch")
+    if cfg.model.path and not Path(cfg.model.path).expanduser().is_dir():
+        out.append(f"model.path: no such directory {cfg.model.path!r} on this machine")
+    if "/" in cfg.model.tokenizer:  # a shipped tokenizer was read by the static checks
+        from rl.tokenizer import resolve_tokenizer_dir
+
+        try:
+            resolve_tokenizer_dir(cfg.model.tokenizer)
+        except ValueError as error:
+            return [*out, _one_line(error)]
+        out.extend(_model_refusals(cfg, machine=True))
+    return out
+
+
+def _one_line(error: BaseException, *, prefix: str = "") -> str:
+    """The error as one line, led by the recipe key it names (`prefix` when it names none)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    head = text.split(":", 1)[0]
+    keyed = "." in head and " " not in head
+    return text if keyed or not prefix else f"{prefix}: {text}"
+
+
+def check_file(path: str, *, machine: bool) -> dict[str, list[str]]:
+    """The static and (with `machine`) machine refusals of one resolved recipe file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as error:
+        return {"static": [f"recipe: cannot read {path}: {_one_line(error)}"], "machine": []}
+    static = static_refusals(data)
+    return {"static": static, "machine": machine_refusals(data) if machine and not static else []}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rl.preflight", description=__doc__.splitlines()[0])
+    parser.add_argument("recipes", nargs="+", help="resolved recipe YAML files")
+    parser.add_argument("--machine", action="store_true", help="also check this machine (GPUs, packages, paths)")
+    parser.add_argument("--json", action="store_true", help="print {path: {static: [..], machine: [..]}}")
+    args = parser.parse_args(argv)
+    answers = {path: check_file(path, machine=args.machine) for path in args.recipes}
+    if args.json:
+        print(json.dumps(answers))
+    else:
+        for path, answer in answers.items():
+            for line in answer["static"] + answer["machine"]:
+                print(f"{path}: {line}" if len(answers) > 1 else line)
+    refused = any(answer["static"] or answer["machine"] for answer in answers.values())
+    return EXIT_REFUSED if refused else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

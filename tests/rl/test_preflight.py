@@ -1,0 +1,208 @@
+"""The engine's preflight (rl/preflight.py): each refusal, one line naming the key, on a CPU.
+
+GPUs and vLLM are faked by monkeypatching `torch.cuda.device_count` and `rl.preflight.importable`;
+nothing here builds weights or starts Ray.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from rl import preflight
+from rl.preflight import machine_refusals, static_refusals
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_RECIPE = yaml.safe_load((ROOT / "recipes" / "arith_grpo_cpu.yaml").read_text())  # complete: no defaults
+BASE_35B = yaml.safe_load((ROOT / "recipes" / "_base" / "qwen3_5_35b.yaml").read_text())
+
+
+def recipe(**sections) -> dict:
+    """The CPU recipe with whole sections or dotted keys replaced."""
+    data = copy.deepcopy(CPU_RECIPE)
+    for dotted, value in sections.items():
+        *parents, leaf = dotted.split("__")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return data
+
+
+def gpu_recipe(*, nodes: int = 2, per_node: int = 8) -> dict:
+    return recipe(cluster={"nodes": nodes, "devices_per_node": per_node, "device": "h200"})
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    """Set how many CUDA devices this 'machine' has (and join no Ray cluster)."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+    def set_count(n: int) -> None:
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+
+    set_count(0)
+    return set_count
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """Set which modules are importable (others: as they really are)."""
+    real = preflight.importable
+    fake: dict[str, bool] = {}
+    monkeypatch.setattr(preflight, "importable", lambda name: fake.get(name, real(name)))
+    return fake
+
+
+def test_the_cpu_recipe_is_accepted_here(gpus):
+    assert static_refusals(recipe()) == []
+    assert machine_refusals(recipe()) == []
+
+
+@pytest.mark.parametrize("have", [0, 8])
+def test_a_gpu_recipe_on_too_few_gpus_is_refused_with_the_tiny_twin_suggested(gpus, have):
+    gpus(have)
+    assert machine_refusals(gpu_recipe()) == [
+        f"cluster: recipe needs 16 GPUs (h200), this machine has {have}; run its tiny twin with --scale tiny"]
+
+
+def test_a_gpu_recipe_with_enough_gpus_passes_the_gpu_check(gpus):
+    gpus(16)
+    assert machine_refusals(gpu_recipe()) == []
+
+
+def test_with_ray_address_the_ray_clusters_gpus_count(gpus, monkeypatch):
+    calls = []
+    fake = types.SimpleNamespace(init=lambda **kw: calls.append(kw["address"]), shutdown=lambda: calls.append("bye"),
+                                 cluster_resources=lambda: {"CPU": 64.0, "GPU": 8.0})
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
+    assert machine_refusals(gpu_recipe()) == ["cluster: recipe needs 16 GPUs (h200), the Ray cluster at "
+                                              "ray://head:10001 has 8; run its tiny twin with --scale tiny"]
+    assert calls == ["ray://head:10001", "bye"]
+    assert machine_refusals(gpu_recipe(nodes=1)) == []
+
+    def unreachable(**kw):
+        raise ConnectionError("no head")
+
+    monkeypatch.setattr(fake, "init", unreachable)
+    (line,) = machine_refusals(gpu_recipe())
+    assert line.startswith("cluster: cannot count the GPUs of the Ray cluster at RAY_ADDRESS: no head")
+
+
+def test_vllm_not_installed_is_refused(gpus, installed):
+    installed["vllm"] = False
+    assert machine_refusals(recipe(generation__backend="vllm")) == [
+        "generation.backend: vllm is not installed here; use generation.backend: torch"]
+
+
+def test_vllm_installed_without_an_engine_module_driving_it_is_refused(gpus, installed):
+    installed.update({"vllm": True, "rl.generation.vllm": False})
+    (line,) = machine_refusals(recipe(generation__backend="vllm"))
+    assert line.startswith("generation.backend: vllm: the engine has no rl.generation.vllm")
+
+
+def test_vllm_installed_and_driven_is_accepted_even_with_tp(gpus, installed):
+    installed.update({"vllm": True, "rl.generation.vllm": True})
+    data = recipe(generation__backend="vllm", generation__tp=2)
+    assert static_refusals(data) == [] and machine_refusals(data) == []
+
+
+def test_generation_tp_over_1_is_refused_for_the_torch_backend():
+    assert static_refusals(recipe(generation__tp=2)) == [
+        "generation.tp: 2, but the torch generation backend runs each replica unsharded (tp 1); "
+        "use generation.tp: 1"]
+
+
+def test_an_unknown_model_config_field_is_refused_with_its_key():
+    data = recipe(model__config={"hidden_size": 64, "full_attention_interval": 4})
+    (line,) = static_refusals(data)
+    assert line.startswith("model.config.full_attention_interval: not a Qwen3_5TextConfig field")
+
+
+def test_a_bad_model_config_value_is_refused_as_hf_would():
+    (line,) = static_refusals(recipe(model__config={"layer_types": ["full_attention"]}))
+    assert line.startswith("model.config.layer_types: 1 entries for num_hidden_layers=4")
+    (line,) = static_refusals(recipe(model__config={"hidden_size": "wide"}))
+    assert line.startswith("model.config: ") and "hidden_size" in line
+
+
+def test_the_35b_config_is_checked_without_weights_in_well_under_a_second():
+    data = recipe(model=BASE_35B["model"])
+    static_refusals(data)  # imports and the tokenizer, once
+    start = time.perf_counter()
+    assert static_refusals(data) == []
+    assert time.perf_counter() - start < 1.0
+
+
+def test_the_35b_base_as_it_was_is_refused():
+    model = copy.deepcopy(BASE_35B["model"])
+    model["config"].pop("layer_types")
+    model["config"]["full_attention_interval"] = 4
+    (line,) = static_refusals(recipe(model=model))
+    assert line.startswith("model.config.full_attention_interval: not a Qwen3_5MoeTextConfig field")
+
+
+@pytest.mark.parametrize("key, value, expect", [
+    ("policy__precision", "bf16", "policy.precision: the torch backend trains in fp32 only"),
+    ("policy__distributed_optimizer", True, "policy.distributed_optimizer: the torch backend has no"),
+    ("policy__parallel", {"tp": 2}, "policy.parallel: the torch backend is data parallel only"),
+])
+def test_the_torch_training_backend_limits_are_refused_before_launch(key, value, expect):
+    (line,) = static_refusals(recipe(**{key: value}))
+    assert line.startswith(expect)
+
+
+def test_an_unknown_recipe_key_is_one_refusal():
+    assert static_refusals(recipe(policy__bogus=1))[0].startswith("unknown recipe key 'policy.bogus'")
+
+
+def test_a_vision_model_from_a_path_refuses_config_it_would_ignore(tmp_path):
+    data = recipe(model__modality="vision", model__tokenizer="arith_vl", model__path=str(tmp_path),
+                  model__config={"hidden_size": 64})
+    (line,) = static_refusals(data)
+    assert line.startswith("model.config: 1 field(s) (hidden_size, ...) would be ignored")
+
+
+def test_missing_paths_are_refused_on_the_machine_only(tmp_path):
+    data = recipe(model__path=str(tmp_path / "nowhere"))
+    assert static_refusals(data) == []
+    assert machine_refusals(data) == [f"model.path: no such directory {str(tmp_path / 'nowhere')!r} on this machine"]
+    data = recipe(model__tokenizer=str(tmp_path / "tok"))
+    assert static_refusals(data) == []
+    assert machine_refusals(data)[0].startswith("model.tokenizer: no such directory")
+
+
+def test_the_command_prints_one_line_per_refusal_and_exits_2(tmp_path, capsys, gpus, installed):
+    installed["vllm"] = False
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(yaml.safe_dump(recipe()))
+    bad.write_text(yaml.safe_dump({**gpu_recipe(), "generation": {"backend": "vllm", "tp": 4}}))
+    assert preflight.main([str(good)]) == 0
+    assert preflight.main([str(bad)]) == 0  # static only: the 16 GPUs and vllm are the machine's business
+    assert preflight.main([str(bad), "--machine"]) == 2
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["cluster: recipe needs 16 GPUs (h200), this machine has 0; run its tiny twin with --scale tiny",
+                   "generation.backend: vllm is not installed here; use generation.backend: torch"]
+    assert preflight.main([str(good), str(bad), "--machine", "--json"]) == 2
+    answer = json.loads(capsys.readouterr().out)
+    assert answer[str(good)] == {"static": [], "machine": []}
+    assert len(answer[str(bad)]["machine"]) == 2 and answer[str(bad)]["static"] == []
+
+
+def test_the_engine_run_by_hand_refuses_before_ray_starts(tmp_path, gpus):
+    from rl.run import main as run_main
+
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(gpu_recipe()))
+    assert run_main([str(path), "--out", str(tmp_path / "run")]) == 2
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "failed" and "recipe needs 16 GPUs (h200), this machine has 0" in status["error"]

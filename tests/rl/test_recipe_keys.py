@@ -1,0 +1,178 @@
+"""Every leaf of the recipe schema is read by someone, or refused: "a key nothing reads does not exist".
+
+`READERS` maps each leaf of harness/schema/recipe.schema.json to the file that reads it and the
+text by which it reads it; the test fails when a new leaf appears that nothing here names, when a
+named file stops spelling the key, or when an entry names a leaf the schema no longer has. Leaves
+the engine cannot honour in every value are read by the preflight (rl/preflight.py), and
+`REFUSED` proves a value it cannot honour is refused before launch.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import typing
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rl.config import RunConfig
+from rl.preflight import static_refusals
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "harness" / "schema" / "recipe.schema.json").read_text())
+
+# leaf -> (file that reads it, text it reads it by)
+READERS: dict[str, tuple[str, str]] = {
+    # consumed or read by the harness only
+    "defaults": ("harness/recipe/defaults.py", 'pop_top("defaults")'),
+    "tiny": ("harness/recipe/scales.py", '"tiny"'),
+    "h200x2": ("harness/recipe/scales.py", '"h200x2"'),
+    "name": ("harness/commands/run.py", 'recipe["name"]'),
+    "description": ("harness/report/markdown.py", 'recipe.get("description")'),
+    "engine": ("harness/engines/__init__.py", 'recipe.get("engine", "rl")'),
+    "engine.command": ("harness/engines/__init__.py", 'engine["command"]'),
+    "engine.metrics": ("harness/engines/__init__.py", 'engine.get("metrics")'),
+    "engine.metrics_path": ("harness/engines/__init__.py", 'engine.get("metrics_path", ".")'),
+    "policy.max_seq_len": ("harness/plan/memory.py", '"max_seq_len"'),
+    "checks.thresholds": ("harness/checks/judge.py", 'checks_cfg["thresholds"]'),
+    "checks.hardware": ("harness/checks/judge.py", 'checks_cfg.get("hardware")'),
+    "checks.invariants": ("harness/checks/judge.py", 'checks_cfg.get("invariants", True)'),
+    "checks.parity": ("harness/commands/run.py", 'recipe["checks"].get("parity")'),
+    "checks.parity.variants": ("harness/commands/run.py", 'parity["variants"]'),
+    "checks.parity.tolerance": ("harness/commands/run.py", 'parity.get("tolerance", 0.0)'),
+    "limits.timeout_s": ("harness/commands/run.py", 'recipe["limits"]["timeout_s"]'),
+    "limits.gpu_hours": ("harness/plan/resources.py", 'recipe["limits"].get("gpu_hours")'),
+    # read by the engine
+    "model.family": ("rl/models/registry.py", 'model_cfg.get("family")'),
+    "model.modality": ("rl/models/registry.py", 'model_cfg.get("modality", "text")'),
+    "model.path": ("rl/models/qwen3_5.py", 'model_cfg.get("path")'),
+    "model.config": ("rl/models/qwen3_5.py", 'model_cfg.get("config")'),
+    "model.tokenizer": ("rl/run.py", "load_tokenizer(cfg.model.tokenizer)"),
+    "cluster.nodes": ("rl/config.py", "self.cluster.nodes * self.cluster.devices_per_node"),
+    "cluster.devices_per_node": ("rl/config.py", "self.cluster.nodes * self.cluster.devices_per_node"),
+    "cluster.device": ("rl/run.py", "device=cfg.cluster.device"),
+    "policy.backend": ("rl/run.py", "backend=cfg.policy.backend"),
+    "policy.parallel.tp": ("rl/backends/megatron.py", "parallel.tp"),
+    "policy.parallel.pp": ("rl/backends/megatron.py", "parallel.pp"),
+    "policy.parallel.cp": ("rl/backends/megatron.py", "parallel.cp"),
+    "policy.parallel.ep": ("rl/backends/megatron.py", "parallel.ep"),
+    "policy.parallel.etp": ("rl/backends/megatron.py", "parallel.etp"),
+    "policy.parallel.sp": ("rl/backends/megatron.py", "parallel.sp"),
+    "policy.micro_batch_size": ("rl/run.py", "cfg.policy.micro_batch_size"),
+    "policy.precision": ("rl/run.py", "cfg.policy.precision"),
+    "policy.distributed_optimizer": ("rl/run.py", "cfg.policy.distributed_optimizer"),
+    "policy.optimizer.lr": ("rl/backends/torch.py", 'optimizer_cfg["lr"]'),
+    "policy.optimizer.weight_decay": ("rl/backends/torch.py", 'optimizer_cfg["weight_decay"]'),
+    "policy.optimizer.betas": ("rl/backends/torch.py", 'optimizer_cfg["betas"]'),
+    "policy.optimizer.eps": ("rl/backends/torch.py", 'optimizer_cfg["eps"]'),
+    "policy.optimizer.grad_clip": ("rl/backends/torch.py", 'optimizer_cfg.get("grad_clip")'),
+    "generation.backend": ("rl/preflight.py", "GENERATION_BACKENDS[cfg.generation.backend]"),
+    "generation.tp": ("rl/preflight.py", "gen.tp > backend.max_tp"),
+    "generation.colocated": ("rl/run.py", "colocated=cfg.generation.colocated"),
+    "generation.max_new_tokens": ("rl/run.py", "cfg.generation.max_new_tokens"),
+    "generation.temperature": ("rl/run.py", "cfg.generation.temperature"),
+    "algorithm.name": ("rl/config.py", '"algorithm.name": ("grpo",)'),
+    "algorithm.seed": ("rl/run.py", "seed=alg.seed"),
+    "algorithm.num_steps": ("rl/run.py", "cfg.algorithm.num_steps"),
+    "algorithm.prompts_per_step": ("rl/algorithms/grpo.py", "self.alg.prompts_per_step"),
+    "algorithm.generations_per_prompt": ("rl/algorithms/grpo.py", "alg.generations_per_prompt"),
+    "algorithm.baseline": ("rl/algorithms/grpo.py", "baseline=alg.baseline"),
+    "algorithm.normalize_rewards": ("rl/algorithms/grpo.py", "normalize=alg.normalize_rewards"),
+    "algorithm.dynamic_sampling": ("rl/algorithms/grpo.py", "self.alg.dynamic_sampling"),
+    "algorithm.overlong_filtering": ("rl/algorithms/grpo.py", "alg.overlong_filtering"),
+    "algorithm.loss.clip_low": ("rl/algorithms/loss.py", "cfg.clip_low"),
+    "algorithm.loss.clip_high": ("rl/algorithms/loss.py", "cfg.clip_high"),
+    "algorithm.loss.kl_beta": ("rl/algorithms/loss.py", "cfg.kl_beta"),
+    "algorithm.loss.is_correction": ("rl/algorithms/loss.py", "cfg.is_correction"),
+    "algorithm.loss.truncation": ("rl/algorithms/loss.py", "cfg.truncation"),
+    "algorithm.loss.tis_cap": ("rl/algorithms/loss.py", "cfg.tis_cap"),
+    "algorithm.loss.icepop_low": ("rl/algorithms/loss.py", "cfg.icepop_low"),
+    "algorithm.loss.icepop_high": ("rl/algorithms/loss.py", "cfg.icepop_high"),
+    "algorithm.warm_start.steps": ("rl/warm_start.py", "cfg.steps"),
+    "algorithm.warm_start.lr": ("rl/warm_start.py", "lr=cfg.lr"),
+    "algorithm.warm_start.batch_size": ("rl/warm_start.py", "cfg.batch_size"),
+    "task.name": ("rl/run.py", "cfg.task.name"),
+    "task.params": ("rl/run.py", "cfg.task.params"),
+    "data_plane.backend": ("rl/run.py", "cfg.data_plane.backend"),
+    "data_plane.tq.num_storage_units": ("rl/run.py", "cfg.data_plane.tq.num_storage_units"),
+    "env": ("rl/run.py", "env_vars=dict(cfg.env)"),
+    "checkpoint.every_steps": ("rl/run.py", "cfg.checkpoint.every_steps"),
+}
+
+# Leaves the engine honours only in some values: (a value it cannot honour, the refusal's start).
+REFUSED: dict[str, tuple[object, str]] = {
+    "generation.tp": (2, "generation.tp: 2, but the torch generation backend"),
+    "algorithm.name": ("ppo", "algorithm.name: 'ppo' is not one of"),
+    "policy.precision": ("bf16", "policy.precision: the torch backend trains in fp32 only"),
+    "policy.distributed_optimizer": (True, "policy.distributed_optimizer: the torch backend"),
+}
+# generation.backend: vllm is refused on a machine without it, or without an engine module
+# driving it: tests/rl/test_preflight.py (machine checks).
+
+
+def schema_leaves(node: dict, path: str = "") -> set[str]:
+    """Dotted paths where a recipe holds a value that is not a mapping of schema keys: scalars,
+    lists, free maps; a key that is either (engine: rl | {command: ..}) counts as both."""
+    alternatives = node.get("anyOf") or node.get("oneOf") or [node]
+    leaves: set[str] = set()
+    for alt in alternatives:
+        props = alt.get("properties")
+        if props:
+            for key, sub in props.items():
+                leaves |= schema_leaves(sub, f"{path}.{key}" if path else key)
+        elif path:
+            leaves.add(path)
+    return leaves
+
+
+LEAVES = schema_leaves(SCHEMA)
+
+
+def test_the_walk_sees_the_whole_schema():
+    assert {"engine", "engine.command", "checks.parity", "checks.parity.tolerance", "model.config", "env",
+            "tiny", "policy.optimizer.betas", "data_plane.tq.num_storage_units"} <= LEAVES
+    assert len(LEAVES) == len(READERS)
+
+
+@pytest.mark.parametrize("leaf", sorted(LEAVES))
+def test_every_schema_leaf_has_a_reader(leaf):
+    assert leaf in READERS, f"{leaf}: a schema leaf nothing is known to read; make the engine read it, " \
+                            "refuse it in rl/preflight.py, or remove it from the schema"
+    path, text = READERS[leaf]
+    assert text in (ROOT / path).read_text(encoding="utf-8"), f"{leaf}: {path} no longer reads it by {text!r}"
+
+
+def test_no_reader_names_a_key_the_schema_lacks():
+    assert sorted(set(READERS) - LEAVES) == []
+
+
+def _config_leaves(cls: type, path: str = "") -> set[str]:
+    hints = typing.get_type_hints(cls)
+    out: set[str] = set()
+    for f in dataclasses.fields(cls):
+        dotted = f"{path}.{f.name}" if path else f.name
+        out |= _config_leaves(hints[f.name], dotted) if dataclasses.is_dataclass(hints[f.name]) else {dotted}
+    return out
+
+
+def test_the_engine_config_has_exactly_the_schema_keys_it_can_be_given():
+    """rl/config.py parses what the harness sends (no defaults:, no engine mapping, no parity internals)."""
+    harness_only = {"defaults", "engine.command", "engine.metrics", "engine.metrics_path",
+                    "checks.parity.variants", "checks.parity.tolerance"}
+    assert _config_leaves(RunConfig) == LEAVES - harness_only
+
+
+@pytest.mark.parametrize("leaf", sorted(REFUSED))
+def test_a_value_the_engine_cannot_honour_is_refused_before_launch(leaf):
+    value, expect = REFUSED[leaf]
+    data = copy.deepcopy(yaml.safe_load((ROOT / "recipes" / "arith_grpo_cpu.yaml").read_text()))
+    *parents, key = leaf.split(".")
+    node = data
+    for part in parents:
+        node = node[part]
+    node[key] = value
+    refusals = static_refusals(data)
+    assert refusals and refusals[0].startswith(expect), refusals
