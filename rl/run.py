@@ -2,8 +2,10 @@
 
 Reads one resolved recipe, runs GRPO on Ray, and writes the run dir (docs/architecture.md):
 metrics.jsonl, invariants.jsonl, env.json, status.json, checkpoints/. Exit codes: 0 done,
-1 failed, 2 bad recipe or arguments, 3 a worker died, 4 workers stopped answering,
-130/143 interrupted (SIGINT/SIGTERM). status.json always says why.
+1 failed, 2 bad recipe, arguments or checkpoint (a corrupt checkpoint on --resume is refused in
+one line), 3 a worker died, 4 workers stopped answering (`limits.worker_timeout_s`),
+130/143 interrupted (SIGINT/SIGTERM). status.json always says why, and a refusal never touches
+the metrics already in the run dir.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ import signal
 import sys
 import threading
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from rl import checkpoint
+from rl import checkpoint, faults
 from rl.cluster import DeadWorkerError, WorkerTimeoutError
 from rl.config import RunConfig, load_config
-from rl.runlog import RunLog
+from rl.runlog import METRICS, STATUS, RunLog, read_jsonl, write_json_atomic
 
 log = logging.getLogger("rl.run")
 
@@ -52,11 +54,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _config_error(run_dir: Path, message: str) -> int:
-    runlog = RunLog(run_dir, num_steps=0)
-    runlog.write_status("failed", error=message, exit_code=EXIT_CONFIG)
-    runlog.close()
+    """Refuse to run: status.json says why; metrics already in the run dir are left alone."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    steps = [int(r.get("step", 0)) for r in read_jsonl(run_dir / METRICS)]
+    write_json_atomic(run_dir / STATUS, {
+        "state": "failed", "exit_code": EXIT_CONFIG, "error": message, "last_step": max(steps, default=0),
+        "num_steps": 0, "wall_s": 0.0, "dead_worker": None})
     print(f"rl.run: {message}", file=sys.stderr)
     return EXIT_CONFIG
+
+
+def _without_faults(cfg: RunConfig) -> RunConfig:
+    """A resumed run plants no fault (rl/faults.py): not here, and not in the workers' env."""
+    os.environ.pop(faults.ENV, None)
+    return replace(cfg, env={k: v for k, v in cfg.env.items() if k != faults.ENV})
 
 
 def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
@@ -64,7 +75,10 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
     ckpt_path = checkpoint.latest(run_dir) if resume else None
     if resume and ckpt_path is None:
         print("rl.run: --resume but no checkpoint in the run dir; starting from step 1", file=sys.stderr)
-    ckpt = checkpoint.load(ckpt_path) if ckpt_path is not None else None
+    try:
+        ckpt = checkpoint.load(ckpt_path) if ckpt_path is not None else None
+    except checkpoint.CheckpointError as exc:
+        return _config_error(run_dir, f"cannot resume: {exc}")
     runlog = RunLog(run_dir, num_steps=cfg.algorithm.num_steps,
                     resume_step=ckpt.step if ckpt is not None else None)
     engine = None
@@ -171,7 +185,8 @@ class Engine:
         topology = cluster.get(refs, [h.name for h in [*ranks, gen]], timeout_s=300)[:world]
         self.policy = PolicyGroup(cluster=cluster, ranks=ranks, flops_cfg=model.config,
                                   device=cfg.cluster.device, num_ranks=world,
-                                  record_invariant=self._record_invariant, topology=topology)
+                                  record_invariant=self._record_invariant, topology=topology,
+                                  timeout_s=cfg.limits.worker_timeout_s)
         if self.ckpt is not None:
             c = self.ckpt
             self.policy.load_checkpoint(policy=c.policy, optimizer=c.optimizer, reference=c.reference)
@@ -184,7 +199,8 @@ class Engine:
                       "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
 
         def generate(prompt_ids: Any, *, seed: int, **images: Any) -> dict:
-            return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, **gen_kwargs, **images)[0]
+            return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, timeout_s=cfg.limits.worker_timeout_s,
+                                **gen_kwargs, **images)[0]
 
         def refit(version: int) -> float:
             state, every_rank = self.policy.state_dict_ref()  # a collective: all ranks gather
@@ -229,9 +245,12 @@ class Engine:
 
     def _save(self, step: int) -> None:
         state = self.policy.checkpoint_state()
-        checkpoint.save(self.runlog.run_dir, checkpoint.Checkpoint(
+        path = checkpoint.save(self.runlog.run_dir, checkpoint.Checkpoint(
             step=step, cursor=self.driver.cursor, policy=state["policy"], optimizer=state["optimizer"],
             reference=state["reference"], rng=checkpoint.capture_rng()))
+        if faults.at("checkpoint_corrupt", step):
+            faults.garble(path / "tensors.pt")
+            faults.crash()
 
     def shutdown(self) -> None:
         import ray
@@ -257,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
         return _config_error(run_dir, f"bad recipe {args.recipe}: {exc}")
     except Exception as exc:  # noqa: BLE001 - e.g. a YAML syntax error
         return _config_error(run_dir, f"cannot read recipe {args.recipe}: {type(exc).__name__}: {exc}")
+    try:
+        faults.planted()
+    except ValueError as exc:
+        return _config_error(run_dir, str(exc))
+    if args.resume:
+        cfg = _without_faults(cfg)
     signal.signal(signal.SIGTERM, _on_signal)
     return run(cfg, run_dir, resume=args.resume)
 

@@ -8,12 +8,15 @@ series continues with no gap and no duplicate.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import time
 from pathlib import Path
 from typing import Any
+
+from rl import faults
 
 __all__ = ["RunLog", "read_jsonl", "write_json_atomic"]
 
@@ -57,20 +60,50 @@ def _clean(value: Any) -> Any:
 
 
 class _JsonlWriter:
-    """Append-only JSONL file that is durable after every record."""
+    """Append-only JSONL file that is durable after every record.
+
+    A record either lands whole or not at all: when a write fails (a full disk, ENOSPC), the
+    file is cut back to where the record began, so the lines before it stay readable and no
+    torn line is left for a reader or a resume to trip on.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = open(path, "a", encoding="utf-8")
+        self._fh = open(path, "ab", buffering=0)
 
-    def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps({k: _clean(v) for k, v in record.items()}, sort_keys=False)
-        self._fh.write(line + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+    def write(self, record: dict[str, Any], *, step: int | None = None) -> None:
+        data = (json.dumps({k: _clean(v) for k, v in record.items()}, sort_keys=False) + "\n").encode()
+        fd = self._fh.fileno()
+        start = os.fstat(fd).st_size
+        try:
+            if step is not None:
+                _plant_write_faults(self._fh, data, step)
+            view = memoryview(data)
+            while view:
+                view = view[self._fh.write(view):]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:  # noqa: BLE001 - the original error is the one to report
+                pass
+            raise OSError(exc.errno, f"writing {self.path.name}: {exc.strerror or exc}") from exc
 
     def close(self) -> None:
         self._fh.close()
+
+
+def _plant_write_faults(fh: Any, data: bytes, step: int) -> None:
+    """metrics_enospc and metrics_torn (rl/faults.py): half the line reaches the file first."""
+    torn, enospc = faults.at("metrics_torn", step), faults.at("metrics_enospc", step)
+    if torn or enospc:
+        fh.write(data[: len(data) // 2])
+        os.fsync(fh.fileno())
+    if torn:
+        faults.crash()
+    if enospc:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def _truncate_jsonl(path: Path, keep_through_step: int) -> None:
@@ -122,7 +155,7 @@ class RunLog:
     def log_metrics(self, step: int, metrics: dict[str, Any]) -> None:
         """Append one step; steps must increase by exactly one (no gap, no duplicate)."""
         assert step == self.last_step + 1, f"metrics step {step} after {self.last_step}"
-        self._metrics.write({"step": step, **metrics})
+        self._metrics.write({"step": step, **metrics}, step=step)
         self.last_step = step
 
     def log_invariant(self, record: dict[str, Any]) -> None:
