@@ -95,9 +95,9 @@ def processes_with(token: str) -> list[tuple[int, str]]:
     return found
 
 
-def leftovers(token: str, *, wait_s: float = LEFTOVER_WAIT_S) -> list[str]:
-    """Processes of the run still alive `wait_s` after it ended; they are killed, and returned."""
-    deadline = time.monotonic() + wait_s
+def leftovers(token: str, *, wait_s: float | None = None) -> list[str]:
+    """Processes of the run still alive `wait_s` (LEFTOVER_WAIT_S) after it ended; they are killed, and returned."""
+    deadline = time.monotonic() + (LEFTOVER_WAIT_S if wait_s is None else wait_s)
     while (found := processes_with(token)) and time.monotonic() < deadline:
         time.sleep(0.5)
     for pid, _ in found:
