@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -52,13 +51,6 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _clean(value: Any) -> Any:
-    """JSON has no NaN/inf: write them as strings the harness readers understand."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
-
-
 class _JsonlWriter:
     """Append-only JSONL file that is durable after every record.
 
@@ -72,7 +64,10 @@ class _JsonlWriter:
         self._fh = open(path, "ab", buffering=0)
 
     def write(self, record: dict[str, Any], *, step: int | None = None) -> None:
-        data = (json.dumps({k: _clean(v) for k, v in record.items()}, sort_keys=False) + "\n").encode()
+        # NaN and inf go out as JSON's NaN / Infinity / -Infinity tokens (allow_nan), which
+        # Python's json and the reference's reader parse back as floats: a diverged loss stays a
+        # number that fails all_finite, not a string a reader could skip.
+        data = (json.dumps(record, sort_keys=False, allow_nan=True) + "\n").encode()
         fd = self._fh.fileno()
         start = os.fstat(fd).st_size
         try:
@@ -153,14 +148,20 @@ class RunLog:
         return time.monotonic() - self._t0
 
     def log_metrics(self, step: int, metrics: dict[str, Any]) -> None:
-        """Append one step; steps must increase by exactly one (no gap, no duplicate)."""
-        assert step == self.last_step + 1, f"metrics step {step} after {self.last_step}"
+        """Append one step; steps must increase by exactly one (no gap, no duplicate).
+
+        A raise, not an assert: the harness trusts metrics.jsonl to be in order, and -O must not
+        turn that promise off.
+        """
+        if type(step) is not int or step != self.last_step + 1:
+            raise ValueError(f"metrics step {step!r} after {self.last_step}: steps must increase by one")
         self._metrics.write({"step": step, **metrics}, step=step)
         self.last_step = step
 
     def log_invariant(self, record: dict[str, Any]) -> None:
         """Append one invariant record (`check`, `step`, `ok`, ...)."""
-        assert "check" in record and "ok" in record, record
+        if "check" not in record or type(record.get("ok")) is not bool:
+            raise ValueError(f"an invariant record needs 'check' and a boolean 'ok', got {record!r}")
         record = dict(record)
         record.setdefault("step", self.last_step + 1)
         self._invariants.write(record)

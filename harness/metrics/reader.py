@@ -33,13 +33,15 @@ def _read_file(path: Path, fmt: str) -> Metrics:
 
 
 def _read_dir(run_dir: Path, fmt: str | None) -> Metrics:
-    if fmt in (None, "jsonl") and (run_dir / JSONL_NAME).is_file():
+    # exists(), not is_file(): a FIFO or device in a metrics file's place is read, and refused
+    # with its reason by harness.bounded, rather than passed over for another format.
+    if fmt in (None, "jsonl") and (run_dir / JSONL_NAME).exists():
         return read_jsonl(run_dir / JSONL_NAME)
     if fmt in (None, "tensorboard"):
         events = find_event_files(run_dir)
         if events:
             return read_event_files(events, source=str(run_dir))
-    if fmt in (None, "reference_json") and (run_dir / REFERENCE_NAME).is_file():
+    if fmt in (None, "reference_json") and (run_dir / REFERENCE_NAME).exists():
         return read_reference_json(run_dir / REFERENCE_NAME)
     looked = {"jsonl": JSONL_NAME, "tensorboard": EVENT_GLOB, "reference_json": REFERENCE_NAME}
     wanted = [looked[fmt]] if fmt else list(looked.values())

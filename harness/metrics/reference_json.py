@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+from harness.bounded import BoundedReadError, read_text
 from harness.metrics.series import Metrics, MetricsError, as_number
 
 _STEP = re.compile(r"-?[0-9]{1,18}")
@@ -26,12 +27,10 @@ def read_reference_json(path: str | Path) -> Metrics:
     """Read a `{metric: {step: value}}` JSON file into Metrics. Raises MetricsError naming the file."""
     path = Path(path)
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise MetricsError(f"{path}: cannot read: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise MetricsError(f"{path}: not UTF-8 ({exc.reason})") from None
-    except ValueError as exc:
+        data = json.loads(read_text(path, kind="json"))
+    except BoundedReadError as exc:
+        raise MetricsError(f"cannot read {exc}") from None
+    except ValueError as exc:  # also an integer too long to convert
         raise MetricsError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise MetricsError(f"{path}: expected an object of {{metric: {{step: value}}}}, got {type(data).__name__}")
@@ -48,5 +47,5 @@ def read_reference_json(path: str | Path) -> Metrics:
         if set(map(type, values)) == {float}:
             rows[name] = dict(zip(numbers, values))
         else:
-            rows[name] = {s: n for s, v in zip(numbers, values) if (n := as_number(v)) is not None}
+            rows[name] = {s: as_number(v) for s, v in zip(numbers, values)}
     return Metrics.from_rows(rows, source=str(path))

@@ -14,7 +14,8 @@ class MetricsError(ValueError):
 class Metrics(Mapping[str, dict[int, float]]):
     """Metric name -> {step: value}, each series ordered by step.
 
-    Values are floats; NaN and inf are kept so that checks can see them. `notes` holds
+    Values are floats; NaN and inf are kept so that checks can see them, and a value that is
+    not a number (null, a boolean, a string) is NaN. `notes` holds
     what the reader tolerated (a torn last line, a step logged twice); `source` says
     where the series came from.
     """
@@ -58,8 +59,18 @@ class Metrics(Mapping[str, dict[int, float]]):
         return cls(series=ordered, source=source, notes=notes)
 
 
-def as_number(value: object) -> float | None:
-    """The float of a JSON/TensorBoard value, or None when it is not a number (bools are not)."""
+_NON_FINITE_TEXT = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"),
+                   "infinity": float("inf"), "-infinity": float("-inf")}
+
+
+def as_number(value: object) -> float:
+    """The float of a JSON/TensorBoard value; anything that is not a number is NaN.
+
+    A metric value that is null, a boolean, a string or a list cannot be read as a number, so
+    it must not vanish (all_finite would then pass over a diverged loss): it becomes NaN,
+    which fails all_finite and every function that reads it. The strings "nan", "inf" and
+    "-inf" that older engines wrote keep their meaning.
+    """
     kind = type(value)
     if kind is float:
         return value  # type: ignore[return-value]
@@ -68,4 +79,6 @@ def as_number(value: object) -> float | None:
             return float(value)  # type: ignore[arg-type]
         except OverflowError:  # an integer beyond float range: keep it visible as inf
             return float("inf") if value > 0 else float("-inf")  # type: ignore[operator]
-    return None
+    if kind is str:
+        return _NON_FINITE_TEXT.get(value.strip().lower(), float("nan"))  # type: ignore[union-attr]
+    return float("nan")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+from harness.bounded import BoundedReadError, read_bytes
 from harness.metrics.series import Metrics, MetricsError
 
 EVENT_GLOB = "events.out.tfevents.*"
@@ -74,9 +75,9 @@ def read_event_files(paths: list[Path], *, source: str) -> Metrics:
     notes: list[str] = []
     for path in paths:
         try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise MetricsError(f"{path}: cannot read: {exc}") from None
+            data = read_bytes(path, kind="events")
+        except BoundedReadError as exc:
+            raise MetricsError(f"cannot read {exc}") from None
         for index, record in enumerate(_records(data, path, notes)):
             event = event_pb2.Event()
             try:

@@ -105,6 +105,9 @@ class _Evaluator:
     def _compare(self, node: Compare) -> bool:
         operands = [node.left, *node.rights]
         values = [self.value(operand) for operand in operands]
+        bad = next(((o, v) for o, v in zip(operands, values) if not math.isfinite(v)), None)
+        if bad is not None:  # NaN compares false, inf compares: neither is evidence
+            raise Failure(f"{unparse(bad[0])} is {bad[1]}, which cannot be compared")
         holds = all(_COMPARE[op](a, b) for op, a, b in zip(node.ops, values, values[1:]))
         measured = [value for operand, value in zip(operands, values) if constant_value(operand) is None]
         self.left_value = measured[0] if measured else values[0]  # `0.2 < mean(x)` measures mean(x)
@@ -175,6 +178,9 @@ def evaluate(expr: str | Expr, metrics: Mapping[str, dict[int, float]], *, expec
     except ThresholdSyntaxError as exc:
         return Evaluation(ok=False, value=None, reason=f"syntax error: {exc}", metrics=())
     used = metric_names(tree)
+    if not used:
+        return Evaluation(ok=False, value=None, reason=f"{unparse(tree)} reads no metric: a check needs evidence",
+                          metrics=())
     if not isinstance(metrics, Metrics):  # a plain mapping: order each series by step
         metrics = Metrics.from_rows({name: dict(series) for name, series in metrics.items()})
     last = metrics.last_step

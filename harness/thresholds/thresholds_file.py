@@ -21,9 +21,10 @@ from pathlib import Path
 
 import yaml
 
+from harness.bounded import BoundedReadError, read_text
 from harness.thresholds.errors import ThresholdFileError, ThresholdSyntaxError
 from harness.thresholds.parser import parse
-from harness.thresholds.tree import Expr
+from harness.thresholds.tree import Expr, metric_names
 
 TOP_KEYS = ("recipe", "checks")
 CHECK_KEYS = ("name", "expr", "why", "since", "hardware")
@@ -119,6 +120,8 @@ def _check(file: _File, node: yaml.Node, index: int) -> ThresholdCheck:
         tree = parse(expr)
     except ThresholdSyntaxError as exc:
         raise file.error(expr_node, f"{what}: {exc.reason}" + (f" at column {exc.column} of expr" if exc.column else "")) from None
+    if not metric_names(tree):  # `1 < 2` would pass every run: a check with no evidence
+        raise file.error(expr_node, f"{what} reads no metric, so no run could fail it: {expr}")
     hardware = _hardware(file, entries["hardware"][1], what) if "hardware" in entries else None
     return ThresholdCheck(
         name=name,
@@ -147,9 +150,9 @@ def _no_clash(file: _File, checks: list[tuple[ThresholdCheck, yaml.Node]]) -> No
 
 def _compose(path: Path) -> tuple[yaml.Node, yaml.SafeLoader]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ThresholdFileError(f"{path}:1: cannot read: {exc}") from None
+        text = read_text(path, kind="thresholds")
+    except BoundedReadError as exc:
+        raise ThresholdFileError(f"{path}:1: cannot read: {exc.reason}") from None
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

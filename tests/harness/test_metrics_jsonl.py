@@ -17,10 +17,10 @@ def _write(path, lines: list[str], *, newline_at_end: bool = True) -> None:
     path.write_text(text)
 
 
-def test_reads_steps_in_order_and_skips_non_numbers(tmp_path):
+def test_reads_steps_in_order(tmp_path):
     _write(tmp_path / "metrics.jsonl", [
-        json.dumps({"step": 2, "train/reward": 0.5, "note": "x", "flag": True, "nested": {"a": 1}}),
         json.dumps({"step": 1, "train/reward": 0.25, "train/loss": 3}),
+        json.dumps({"step": 2, "train/reward": 0.5}),
     ])
     metrics = read_metrics(tmp_path)
     assert isinstance(metrics, Metrics)
@@ -29,6 +29,28 @@ def test_reads_steps_in_order_and_skips_non_numbers(tmp_path):
     assert metrics["train/loss"] == {1: 3.0} and type(metrics["train/loss"][1]) is float
     assert metrics.last_step == 2
     assert metrics.notes == ()
+
+
+@pytest.mark.parametrize("value", [None, True, False, "x", "", [1], {"a": 1}])
+def test_a_value_that_is_not_a_number_is_kept_as_nan(tmp_path, value):
+    """Dropping it would let all_finite pass over a diverged metric (issue 12)."""
+    _write(tmp_path / "metrics.jsonl", [json.dumps({"step": 1, "loss": 1.0}), json.dumps({"step": 2, "loss": value})])
+    series = read_metrics(tmp_path)["loss"]
+    assert series[1] == 1.0 and math.isnan(series[2])
+
+
+def test_old_nan_and_inf_strings_stay_non_finite(tmp_path):
+    _write(tmp_path / "metrics.jsonl", ['{"step": 1, "a": "nan", "b": "inf", "c": "-inf"}'])
+    metrics = read_metrics(tmp_path)
+    assert math.isnan(metrics["a"][1]) and metrics["b"][1] == math.inf and metrics["c"][1] == -math.inf
+
+
+def test_a_huge_integer_is_inf_and_a_too_long_one_an_error_naming_the_line(tmp_path):
+    _write(tmp_path / "metrics.jsonl", ['{"step": 1, "a": 1%s}' % ("0" * 400)])
+    assert read_metrics(tmp_path)["a"][1] == math.inf
+    _write(tmp_path / "metrics.jsonl", ['{"step": 1, "a": 1.0}', '{"step": 2, "a": 1%s}' % ("0" * 4300)])
+    with pytest.raises(MetricsError, match=r"metrics.jsonl:2: not readable as numbers"):
+        read_metrics(tmp_path)
 
 
 def test_nan_and_inf_are_kept(tmp_path):
@@ -76,11 +98,15 @@ def test_integral_float_step_and_blank_lines_are_accepted(tmp_path):
     assert read_metrics(tmp_path)["a"] == {1: 1.0, 2: 2.0}
 
 
-def test_step_logged_twice_keeps_the_later_value_with_a_note(tmp_path):
-    _write(tmp_path / "metrics.jsonl", ['{"step": 1, "a": 1.0}', '{"step": 2, "a": 2.0}', '{"step": 2, "a": 5.0}'])
-    metrics = read_metrics(tmp_path)
-    assert metrics["a"] == {1: 1.0, 2: 5.0}
-    assert "step 2 logged again (first at line 2)" in metrics.notes[0]
+@pytest.mark.parametrize("steps, line, message", [
+    ([1, 2, 2], 3, "step 2 after step 2"),        # repeated (the engine cuts back on resume: never)
+    ([1, 3, 2], 3, "step 2 after step 3"),        # decreasing
+    ([3, 2, 1], 2, "step 2 after step 3"),        # reversed
+])
+def test_steps_must_strictly_increase(tmp_path, steps, line, message):
+    _write(tmp_path / "metrics.jsonl", [json.dumps({"step": s, "a": 1.0}) for s in steps])
+    with pytest.raises(MetricsError, match=rf"metrics.jsonl:{line}: {message}"):
+        read_metrics(tmp_path)
 
 
 def test_empty_file_reads_as_no_metrics(tmp_path):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from harness.metrics import Metrics
 from harness.thresholds import Evaluation, evaluate, parse
 
@@ -123,4 +125,19 @@ def test_all_finite_names_the_first_bad_step():
 def test_value_is_the_measured_operand_not_a_literal_bound():
     result = evaluate("0.5 < max(train/reward) < 3", RUN, expected_steps=None)
     assert result.ok and result.value == 2.0
-    assert evaluate("1 < 2", RUN, expected_steps=None).value == 1.0
+
+
+
+@pytest.mark.parametrize("expr", ["1 < 2", "not 1 > 2", "2 * 3 >= 6"])
+def test_a_check_that_reads_no_metric_fails(expr):
+    """docs/thresholds.md: a check with no evidence fails (issue 12, item 7)."""
+    result = evaluate(expr, RUN, expected_steps=None)
+    assert not result.ok and "reads no metric" in result.reason
+
+
+@pytest.mark.parametrize("expr", ["percentile(x, 50) > 0", "percentile(x, 50) != 1", "not percentile(x, 50) < 0"])
+def test_a_comparison_over_a_non_finite_value_fails(expr):
+    """Finite inputs can still give inf (here -1.7e308 + inf): inf > 0 is no evidence (issue 12, item 1)."""
+    run = Metrics.from_rows({"x": {1: -1.7e308, 2: 1.7e308}})
+    result = evaluate(expr, run, expected_steps=2)
+    assert not result.ok and "percentile(x, 50) is inf, which cannot be compared" in result.reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,25 @@ def test_recipe_mismatch(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(ThresholdFileError, match="nope.yaml:1: cannot read"):
         load_thresholds(tmp_path / "nope.yaml", hardware=None)
+
+
+@pytest.mark.parametrize("expr", ["1 < 2", "not 0 > 1", "(1 + 1) == 2 or 3 > 4"])
+def test_a_check_that_reads_no_metric_is_refused_when_loaded(tmp_path, expr):
+    """`1 < 2` would pass every run (issue 12, item 7)."""
+    with pytest.raises(ThresholdFileError, match=r"t.yaml:4: check 'a' reads no metric"):
+        _load(tmp_path, GOOD.replace('"max(x) > 0"', f'"{expr}"'))
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "dir"])
+def test_a_thresholds_path_that_is_no_regular_file_is_one_line(tmp_path, special):
+    """A FIFO hung forever and /dev/zero read until MemoryError (issue 12, item 9)."""
+    path = tmp_path / "t.yaml"
+    if special == "fifo":
+        os.mkfifo(path)
+    elif special == "dir":
+        path.mkdir()
+    else:
+        path.symlink_to(special)
+    with pytest.raises(ThresholdFileError, match="t.yaml:1: cannot read: not a regular file") as info:
+        load_thresholds(path, hardware=None)
+    assert "\n" not in str(info.value)

@@ -1,6 +1,7 @@
 """Run-dir writers: durable lines, atomic JSON, resume truncation."""
 
 import json
+import math
 
 import pytest
 
@@ -17,7 +18,8 @@ def test_metrics_lines_and_status(tmp_path):
     log.close()
     rows = read_jsonl(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
-    assert rows[1]["train/reward"] == "nan"
+    assert math.isnan(rows[1]["train/reward"])  # a float again, not the string "nan"
+    assert '"train/reward": NaN' in (tmp_path / "metrics.jsonl").read_text()
     inv = read_jsonl(tmp_path / "invariants.jsonl")
     assert inv == [{"check": "flops_fields", "ok": True, "step": 3}]
     status = json.loads((tmp_path / "status.json").read_text())
@@ -28,10 +30,25 @@ def test_metrics_lines_and_status(tmp_path):
 def test_step_gap_or_duplicate_is_refused(tmp_path):
     log = RunLog(tmp_path, num_steps=3)
     log.log_metrics(1, {})
-    with pytest.raises(AssertionError):
+    with pytest.raises(ValueError, match="increase by one"):
         log.log_metrics(1, {})
-    with pytest.raises(AssertionError):
+    with pytest.raises(ValueError, match="increase by one"):
         log.log_metrics(3, {})
+
+
+def test_non_finite_values_are_json_tokens(tmp_path):
+    log = RunLog(tmp_path, num_steps=1)
+    log.log_metrics(1, {"a": float("inf"), "b": float("-inf"), "c": float("nan")})
+    log.close()
+    line = (tmp_path / "metrics.jsonl").read_text()
+    assert '"a": Infinity' in line and '"b": -Infinity' in line and '"c": NaN' in line
+
+
+def test_invariant_ok_must_be_a_boolean(tmp_path):
+    log = RunLog(tmp_path, num_steps=1)
+    with pytest.raises(ValueError, match="boolean 'ok'"):
+        log.log_invariant({"check": "c", "ok": "false"})
+    log.close()
 
 
 def test_resume_truncates_past_checkpoint_and_torn_line(tmp_path):
