@@ -2,8 +2,9 @@
 
 Each attempt gets its own run dir, `OUT/<entry>` then `OUT/<entry>.retry1`, ..., so a retried
 failure keeps its evidence. The harness's own output goes to `harness.log` in the run dir.
-A fault entry (one with `expect`, harness/nightly/faults.py) is never retried: its run is
-watched for lost steps, may get a signal or a resume, and is judged against its expectation.
+A fault entry (one with `expect`, harness/nightly/faults.py) is watched for lost steps, may get
+a signal or a resume, and is judged against its expectation; it is retried only when its verdict
+is wrong, its run did not complete, and its engine.log matches an infrastructure signature.
 A subprocess (not an in-process call) keeps one entry's crash, signal handlers and imports away
 from the next, and is exactly what a person would type to reproduce it.
 """
@@ -141,31 +142,31 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def run_fault_entry(entry: Entry, *, out_dir: Path, timeout_s: float, harness: Sequence[str] = HARNESS) -> EntryRun:
-    """Run a fault entry once (then resume it, if it says so) and judge it against `expect`."""
+def fault_attempt(entry: Entry, result: EntryRun, *, number: int, out_dir: Path, base: list[str],
+                  timeout_s: float) -> Attempt:
+    """One attempt of a fault entry: run it (then resume it, if it says so), judge it against
+    `expect`, and keep the judgement on `result` (the last attempt's stands)."""
     assert entry.expect is not None
-    base = [*harness, "run", *entry.harness_args(), "--no-progress"]
-    run_dir = attempt_dir(out_dir, entry.id, 1)
-    result = EntryRun(entry=entry.id, command=base + ["--out", str(run_dir)],
-                      expected=faults.expectation(entry.expect), fault=entry.fault)
+    run_dir = attempt_dir(out_dir, entry.id, number)
+    command = base + ["--out", str(run_dir)]
     token = uuid.uuid4().hex
     watch = faults.StepWatch(run_dir / "metrics.jsonl")
     log = out_dir / f".{run_dir.name}.harness.log"
     start = time.monotonic()
-    code = run_harness(result.command, log=log, timeout_s=timeout_s, env={faults.TOKEN_ENV: token},
+    code = run_harness(command, log=log, timeout_s=timeout_s, env={faults.TOKEN_ENV: token},
                        watch=watch, signal_at=entry.signal)
     left = faults.leftovers(token)
     first = code
     if entry.resume:
         with log.open("ab") as out:
             out.write(f"[nightly] harness run exited {code}; resuming\n".encode())
-        code = run_harness(result.command + ["--resume"], log=log, timeout_s=timeout_s, log_mode="ab",
+        code = run_harness(command + ["--resume"], log=log, timeout_s=timeout_s, log_mode="ab",
                            env={faults.TOKEN_ENV: token}, watch=watch)
         left += faults.leftovers(token)
     run_dir.mkdir(parents=True, exist_ok=True)
     log.replace(run_dir / "harness.log")
-    result.attempts.append(Attempt(number=1, run_dir=str(run_dir), exit_code=code,
-                                   wall_s=round(time.monotonic() - start, 2), state=read_state(run_dir)))
+    attempt = Attempt(number=number, run_dir=str(run_dir), exit_code=code,
+                      wall_s=round(time.monotonic() - start, 2), state=read_state(run_dir))
     observed = faults.observe(run_dir, exit_code=code)
     lost, data = faults.data_problems(watch.seen, faults.metric_steps(run_dir / "metrics.jsonl"))
     result.observed = {**observed, "first_exit": first, "steps_seen": len(watch.seen), "steps_lost": lost,
@@ -173,6 +174,28 @@ def run_fault_entry(entry: Entry, *, out_dir: Path, timeout_s: float, harness: S
     result.problems = faults.verdict_problems(entry.expect, observed) + data
     if left:
         result.problems.append(f"{len(left)} process(es) outlived harness run: {'; '.join(left[:5])}")
+    return attempt
+
+
+def run_fault_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s: float,
+                    harness: Sequence[str] = HARNESS) -> EntryRun:
+    """Run a fault entry and judge it against `expect`. A wrong verdict is retried only when the
+    run did not complete and its engine.log matches an infrastructure signature (Ray did not
+    come up on a crowded machine): the fault never got its chance. A right verdict stands."""
+    assert entry.expect is not None
+    base = [*harness, "run", *entry.harness_args(), "--no-progress"]
+    result = EntryRun(entry=entry.id, command=base + ["--out", str(attempt_dir(out_dir, entry.id, 1))],
+                      expected=faults.expectation(entry.expect), fault=entry.fault)
+    for number in range(1, max_retries + 2):
+        attempt = fault_attempt(entry, result, number=number, out_dir=out_dir, base=base, timeout_s=timeout_s)
+        result.attempts.append(attempt)
+        wrong = bool(result.problems) and attempt.state != "completed"
+        match = match_log(Path(attempt.run_dir) / "engine.log") if wrong else None
+        if match is not None:
+            attempt.infra, attempt.infra_line = match.signature.name, match.line
+        if match is None or number > max_retries:
+            break
+        attempt.retried = True
     return result
 
 
@@ -181,7 +204,8 @@ def run_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s: float
     """Run `entry` until it passes, fails for a reason of its own, or runs out of retries."""
     assert max_retries >= 0
     if entry.expect is not None:
-        return run_fault_entry(entry, out_dir=out_dir, timeout_s=timeout_s, harness=harness)
+        return run_fault_entry(entry, out_dir=out_dir, max_retries=max_retries, timeout_s=timeout_s,
+                               harness=harness)
     base = [*harness, "run", *entry.harness_args(), "--no-progress"]
     result = EntryRun(entry=entry.id, command=base + ["--out", str(attempt_dir(out_dir, entry.id, 1))])
     for number in range(1, max_retries + 2):

@@ -109,6 +109,11 @@ FAKE = textwrap.dedent("""\
         metrics.write_text('{"step": 1}\\n'); status("failed", 1); result(True); sys.exit(1)
     if mode == "lose":
         status("completed", 0); result(False); sys.exit(0)
+    if mode == "infra" and not out.name.endswith(".retry1"):
+        (out / "engine.log").write_text("Exception: The current node timed out during startup.\\n")
+        status("failed", 1); result(True); sys.exit(1)
+    if mode == "infra":
+        status("completed", 0); result(False); sys.exit(0)
     if mode == "leave":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
         metrics.write_text('{"step": 1}\\n'); status("completed", 0); result(False); sys.exit(0)
@@ -129,7 +134,6 @@ def _play(tmp_path: Path, mode: str, expect: Expect, **fields) -> dict:
     entry = Entry(id=mode, recipe=tmp_path / f"{mode}.yaml", hardware="cpu", expect=expect, **fields)
     run = run_entry(entry, out_dir=tmp_path / "out", max_retries=3, timeout_s=60,
                     harness=(sys.executable, str(fake)))
-    assert len(run.attempts) == 1  # a fault entry is never retried
     return run.to_json() | {"verdict": run.verdict}
 
 
@@ -168,3 +172,12 @@ def _dead(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except (OSError, IndexError):
         return True
+
+
+def test_a_wrong_verdict_is_retried_only_for_an_infrastructure_failure(tmp_path):
+    run = _play(tmp_path, "infra", Expect(exit=0, state="completed"))
+    assert [a["infra"] for a in run["attempts"]] == ["ray_node_start", None]
+    assert run["verdict"] == "pass" and run["attempts"][0]["retried"]
+    (tmp_path / "b").mkdir()
+    once = _play(tmp_path / "b", "lose", Expect(exit=1))  # wrong for a reason of its own: one attempt
+    assert len(once["attempts"]) == 1 and once["verdict"] == "fail"
