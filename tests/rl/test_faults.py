@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rl import checkpoint, faults
-from rl.run import _config_error
+from rl.run import Interrupted, _config_error, _failure
 from rl.runlog import RunLog
 
 
@@ -66,3 +66,21 @@ def test_a_refusal_leaves_the_metrics_alone(tmp_path):
     status = json.loads((tmp_path / "status.json").read_text())
     assert status["state"] == "failed" and status["exit_code"] == 2 and status["last_step"] == 1
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 1
+
+
+def test_a_signal_wrapped_by_cython_is_still_an_interruption():
+    try:
+        try:
+            raise Interrupted(15)
+        except Interrupted as inner:
+            raise SystemError("<cyfunction CoreWorker.wait> returned a result with an exception set") from inner
+    except SystemError as exc:
+        assert _failure(exc) == (143, "interrupted", "interrupted by SIGTERM (surfaced as SystemError)")
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("worker policy-0 failed")  # noqa: B904 - the implicit context is the point
+    except RuntimeError as exc:
+        assert _failure(exc)[:2] == (130, "interrupted")
+    assert _failure(ValueError("a bug"))[:2] == (1, "failed")
