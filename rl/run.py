@@ -40,8 +40,26 @@ class Interrupted(BaseException):
         self.exit_code = 128 + signum
 
 
+_SIGNALLED: list[int] = []  # every SIGTERM/SIGINT received, even one a library swallowed
+
+
 def _on_signal(signum: int, _frame: Any) -> None:
+    _SIGNALLED.append(signum)
     raise Interrupted(signum)
+
+
+def _catch_signals() -> None:
+    """SIGTERM and SIGINT raise Interrupted. Set again after ray.init, which installs its own
+    handlers: with Ray's, a SIGINT sent to the driver alone was ignored and the run went on to
+    its last step (the fault suite's harness-sigint entry)."""
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+
+def _check_signalled() -> None:
+    """Raise Interrupted for a signal whose exception a library caught and dropped."""
+    if _SIGNALLED:
+        raise Interrupted(_SIGNALLED[0])
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -74,7 +92,7 @@ def interruption(exc: BaseException) -> int | None:
 
 def _failure(exc: Exception) -> tuple[int, str, str]:
     """(exit code, state, error) of an exception out of the engine: interrupted or failed."""
-    stopped = interruption(exc)
+    stopped = interruption(exc) or (128 + _SIGNALLED[0] if _SIGNALLED else None)
     if stopped is not None:
         name = signal.Signals(stopped - 128).name
         return stopped, "interrupted", f"interrupted by {name} (surfaced as {type(exc).__name__})"
@@ -116,6 +134,7 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
         engine = Engine(cfg, runlog, ckpt)
         engine.setup()
         engine.run()
+        _check_signalled()
     except DeadWorkerError as exc:
         runlog.dead_worker = exc.worker
         code, state, error = EXIT_DEAD_WORKER, "failed", str(exc)
@@ -139,6 +158,7 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
     watchdog.start()
     # The outcome is decided and recorded: a late SIGTERM just ends the shutdown early.
     signal.signal(signal.SIGTERM, lambda *_: os._exit(code))
+    signal.signal(signal.SIGINT, lambda *_: os._exit(code))
     if engine is not None:
         engine.shutdown()
     return code
@@ -176,7 +196,7 @@ class Engine:
         # unit ask for a whole CPU, so a TQ run reserves those on top (2 cores would hang).
         tq_cpus = 1 + cfg.data_plane.tq.num_storage_units if cfg.data_plane.backend == "tq" else 0
         self.started_ray = start_ray(num_cpus=max(cfg.world_size, 2) + tq_cpus)
-        signal.signal(signal.SIGTERM, _on_signal)  # ray.init installs its own handler; ours wins
+        _catch_signals()  # ray.init installs its own handlers; ours win
         tokenizer = load_tokenizer(cfg.model.tokenizer)
         env = make_env({"name": cfg.task.name, "params": cfg.task.params})
         if cfg.data_plane.backend == "tq":
@@ -258,6 +278,7 @@ class Engine:
         cfg = self.cfg
         every = cfg.checkpoint.every_steps
         for step in range(self.runlog.last_step + 1, cfg.algorithm.num_steps + 1):
+            _check_signalled()
             self.step = step
             metrics = self.driver.step(step)
             flops_keys = ("total_flops", "num_ranks", "theoretical_tflops")
@@ -310,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         return _config_error(run_dir, str(exc))
     if args.resume:
         cfg = _without_faults(cfg)
-    signal.signal(signal.SIGTERM, _on_signal)
+    _catch_signals()
     return run(cfg, run_dir, resume=args.resume)
 
 

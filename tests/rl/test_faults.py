@@ -84,3 +84,16 @@ def test_a_signal_wrapped_by_cython_is_still_an_interruption():
     except RuntimeError as exc:
         assert _failure(exc)[:2] == (130, "interrupted")
     assert _failure(ValueError("a bug"))[:2] == (1, "failed")
+
+
+def test_a_signal_whose_exception_was_swallowed_still_ends_the_run(monkeypatch):
+    from rl import run
+
+    monkeypatch.setattr(run, "_SIGNALLED", [])
+    run._check_signalled()  # nothing received: nothing raised
+    with pytest.raises(Interrupted):
+        run._on_signal(2, None)
+    with pytest.raises(Interrupted) as info:
+        run._check_signalled()
+    assert info.value.exit_code == 130
+    assert _failure(RuntimeError("worker policy-0 failed"))[:2] == (130, "interrupted")
