@@ -1,6 +1,6 @@
 """The `harness` command.
 
-    harness run [RECIPE] [a.b=c ...] [--scale tiny] [--out DIR] [--dry-run]
+    harness run [RECIPE] [a.b=c ...] [--scale tiny] [--out DIR] [--dry-run] [--resume]
     harness show RECIPE [a.b=c ...] [--scale tiny] [--provenance]
     harness plan RECIPE [a.b=c ...] [--scale tiny] [--out FILE]
     harness validate [PATHS ...]
@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="run dir (default: runs/<name>-<time>)")
     run.add_argument("--dry-run", action="store_true", help="resolve, plan and write the run dir; launch nothing")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the run in --out from its newest checkpoint (the same recipe; rl engine only)")
 
     show = sub.add_parser("show", help="print the resolved recipe")
     _recipe_args(show)

@@ -4,10 +4,14 @@ Layout: RUN_DIR/checkpoints/step_N/{state.json, tensors.pt}. A checkpoint is wri
 hidden temp dir and renamed into place, so `latest()` never sees a half-written one.
 `state.json` holds the plain values (step, data cursor, Python/NumPy RNG state);
 `tensors.pt` holds policy weights, optimizer state, reference weights and torch RNG state.
+state.json also holds the SHA-256 of tensors.pt, so `load` refuses a checkpoint whose bytes
+changed after it was written (a bad disk, a partial copy) with one line, `CheckpointError`,
+instead of resuming from garbage or dying in the unpickler.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -20,9 +24,21 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Checkpoint", "latest", "load", "save", "capture_rng", "restore_rng"]
+__all__ = ["Checkpoint", "CheckpointError", "latest", "load", "save", "capture_rng", "restore_rng"]
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be trusted: unreadable, or not the bytes that were written."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @dataclass(kw_only=True)
@@ -74,7 +90,7 @@ def save(run_dir: str | Path, ckpt: Checkpoint) -> Path:
     tensors = {"policy": ckpt.policy, "optimizer": ckpt.optimizer,
                "reference": ckpt.reference, "torch_rng": torch_rng}
     torch.save(tensors, tmp / "tensors.pt")
-    state = {"step": ckpt.step, "cursor": ckpt.cursor, "rng": rng}
+    state = {"step": ckpt.step, "cursor": ckpt.cursor, "rng": rng, "tensors_sha256": _sha256(tmp / "tensors.pt")}
     (tmp / "state.json").write_text(json.dumps(state), encoding="utf-8")
     for name in ("tensors.pt", "state.json"):
         with open(tmp / name, "rb") as fh:
@@ -99,12 +115,25 @@ def latest(run_dir: str | Path) -> Path | None:
 
 
 def load(path: str | Path) -> Checkpoint:
+    """Read the checkpoint at `path`. Raises CheckpointError (one line) when it is corrupt."""
     path = Path(path)
-    state = json.loads((path / "state.json").read_text(encoding="utf-8"))
-    tensors = torch.load(path / "tensors.pt", map_location="cpu", weights_only=False)
+    try:
+        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+        step, cursor = int(state["step"]), int(state["cursor"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint {path}: state.json is unreadable ({type(exc).__name__}: {exc})") from None
+    want = state.get("tensors_sha256")
+    if want is not None and _sha256(path / "tensors.pt") != want:
+        raise CheckpointError(f"checkpoint {path}: tensors.pt does not match the SHA-256 recorded when it was "
+                              f"written (corrupt); delete {path.name} to resume from an earlier one")
+    try:
+        tensors = torch.load(path / "tensors.pt", map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - the unpickler raises many kinds; all mean "corrupt"
+        raise CheckpointError(f"checkpoint {path}: tensors.pt is unreadable ({type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
     rng = dict(state.get("rng") or {})
     if tensors.get("torch_rng") is not None:
         rng["torch"] = tensors["torch_rng"]
-    return Checkpoint(step=int(state["step"]), cursor=int(state["cursor"]),
+    return Checkpoint(step=step, cursor=cursor,
                       policy=tensors["policy"], optimizer=tensors["optimizer"],
                       reference=tensors.get("reference"), rng=rng)

@@ -151,6 +151,7 @@ class ChecksConfig:
 class LimitsConfig:
     timeout_s: float = 3600.0
     gpu_hours: float = 0.0
+    worker_timeout_s: float = 600.0  # one remote call (a step's generation, log-probs, train) at most
 
 
 @dataclass(kw_only=True)

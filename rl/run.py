@@ -3,8 +3,10 @@
 Reads one resolved recipe, refuses it before Ray starts if the preflight does (rl/preflight.py:
 what the harness asks before launch), runs GRPO on Ray, and writes the run dir (docs/architecture.md):
 metrics.jsonl, invariants.jsonl, env.json, status.json, checkpoints/. Exit codes: 0 done,
-1 failed, 2 bad recipe or arguments, 3 a worker died, 4 workers stopped answering,
-130/143 interrupted (SIGINT/SIGTERM). status.json always says why.
+1 failed, 2 bad recipe, arguments or checkpoint (a corrupt checkpoint on --resume is refused in
+one line), 3 a worker died, 4 workers stopped answering (`limits.worker_timeout_s`),
+130/143 interrupted (SIGINT/SIGTERM). status.json always says why, and a refusal never touches
+the metrics already in the run dir.
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ import signal
 import sys
 import threading
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from rl import checkpoint
+from rl import checkpoint, faults
 from rl.config import RunConfig, load_config
 from rl.preflight import check_file
-from rl.runlog import RunLog
+from rl.runlog import METRICS, STATUS, RunLog, read_jsonl, write_json_atomic
 from rl.worker_errors import DeadWorkerError, WorkerTimeoutError
 
 log = logging.getLogger("rl.run")
@@ -41,8 +43,26 @@ class Interrupted(BaseException):
         self.exit_code = 128 + signum
 
 
+_SIGNALLED: list[int] = []  # every SIGTERM/SIGINT received, even one a library swallowed
+
+
 def _on_signal(signum: int, _frame: Any) -> None:
+    _SIGNALLED.append(signum)
     raise Interrupted(signum)
+
+
+def _catch_signals() -> None:
+    """SIGTERM and SIGINT raise Interrupted. Set again after ray.init, which installs its own
+    handlers: with Ray's, a SIGINT sent to the driver alone was ignored and the run went on to
+    its last step (the fault suite's harness-sigint entry)."""
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+
+def _check_signalled() -> None:
+    """Raise Interrupted for a signal whose exception a library caught and dropped."""
+    if _SIGNALLED:
+        raise Interrupted(_SIGNALLED[0])
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -54,12 +74,50 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def interruption(exc: BaseException) -> int | None:
+    """The exit code of a SIGTERM/SIGINT hidden inside `exc`, or None.
+
+    A signal that lands while the driver waits in Ray's Cython code does not come out as our
+    Interrupted: Cython re-raises it as `SystemError: <cyfunction CoreWorker.wait> returned a
+    result with an exception set`, with the Interrupted as its cause. Reported as a failure, a
+    cancelled run exited 1 instead of 143 (the fault suite's harness-sigterm entry, 1 run in 3).
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, Interrupted):
+            return exc.exit_code
+        if isinstance(exc, KeyboardInterrupt):
+            return 130
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _failure(exc: Exception) -> tuple[int, str, str]:
+    """(exit code, state, error) of an exception out of the engine: interrupted or failed."""
+    stopped = interruption(exc) or (128 + _SIGNALLED[0] if _SIGNALLED else None)
+    if stopped is not None:
+        name = signal.Signals(stopped - 128).name
+        return stopped, "interrupted", f"interrupted by {name} (surfaced as {type(exc).__name__})"
+    traceback.print_exc()
+    return EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}"
+
+
 def _config_error(run_dir: Path, message: str) -> int:
-    runlog = RunLog(run_dir, num_steps=0)
-    runlog.write_status("failed", error=message, exit_code=EXIT_CONFIG)
-    runlog.close()
+    """Refuse to run: status.json says why; metrics already in the run dir are left alone."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    steps = [int(r.get("step", 0)) for r in read_jsonl(run_dir / METRICS)]
+    write_json_atomic(run_dir / STATUS, {
+        "state": "failed", "exit_code": EXIT_CONFIG, "error": message, "last_step": max(steps, default=0),
+        "num_steps": 0, "wall_s": 0.0, "dead_worker": None})
     print(f"rl.run: {message}", file=sys.stderr)
     return EXIT_CONFIG
+
+
+def _without_faults(cfg: RunConfig) -> RunConfig:
+    """A resumed run plants no fault (rl/faults.py): not here, and not in the workers' env."""
+    os.environ.pop(faults.ENV, None)
+    return replace(cfg, env={k: v for k, v in cfg.env.items() if k != faults.ENV})
 
 
 def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
@@ -67,7 +125,10 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
     ckpt_path = checkpoint.latest(run_dir) if resume else None
     if resume and ckpt_path is None:
         print("rl.run: --resume but no checkpoint in the run dir; starting from step 1", file=sys.stderr)
-    ckpt = checkpoint.load(ckpt_path) if ckpt_path is not None else None
+    try:
+        ckpt = checkpoint.load(ckpt_path) if ckpt_path is not None else None
+    except checkpoint.CheckpointError as exc:
+        return _config_error(run_dir, f"cannot resume: {exc}")
     runlog = RunLog(run_dir, num_steps=cfg.algorithm.num_steps,
                     resume_step=ckpt.step if ckpt is not None else None)
     engine = None
@@ -76,6 +137,7 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
         engine = Engine(cfg, runlog, ckpt)
         engine.setup()
         engine.run()
+        _check_signalled()
     except DeadWorkerError as exc:
         runlog.dead_worker = exc.worker
         code, state, error = EXIT_DEAD_WORKER, "failed", str(exc)
@@ -88,8 +150,7 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
     except SystemExit as exc:  # a library's signal handler (Ray's) calling sys.exit
         code, state, error = EXIT_FAILED, "interrupted", f"exit requested ({exc.code})"
     except Exception as exc:  # noqa: BLE001 - reported in status.json, traceback to stderr
-        traceback.print_exc()
-        code, state, error = EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}"
+        code, state, error = _failure(exc)
     if error:
         print(f"rl.run: {state}: {error}", file=sys.stderr)
     runlog.write_status(state, error=error, exit_code=code)
@@ -100,6 +161,7 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
     watchdog.start()
     # The outcome is decided and recorded: a late SIGTERM just ends the shutdown early.
     signal.signal(signal.SIGTERM, lambda *_: os._exit(code))
+    signal.signal(signal.SIGINT, lambda *_: os._exit(code))
     if engine is not None:
         engine.shutdown()
     return code
@@ -142,7 +204,7 @@ class Engine:
         # unit ask for a whole CPU, so a TQ run reserves those on top (2 cores would hang).
         tq_cpus = 1 + cfg.data_plane.tq.num_storage_units if cfg.data_plane.backend == "tq" else 0
         self.started_ray = start_ray(num_cpus=max(placement.num_cpus, 2) + tq_cpus, num_gpus=placement.num_gpus)
-        signal.signal(signal.SIGTERM, _on_signal)  # ray.init installs its own handler; ours wins
+        _catch_signals()  # ray.init installs its own handlers; ours win
         tokenizer = load_tokenizer(cfg.model.tokenizer)
         env = make_env({"name": cfg.task.name, "params": cfg.task.params})
         if cfg.data_plane.backend == "tq":
@@ -179,7 +241,8 @@ class Engine:
         topology = cluster.get(refs, [h.name for h in [*ranks, gen]], timeout_s=300)[:world]
         self.policy = PolicyGroup(cluster=cluster, ranks=ranks, flops_cfg=model.config,
                                   device=cfg.cluster.device, num_ranks=world,
-                                  record_invariant=self._record_invariant, topology=topology)
+                                  record_invariant=self._record_invariant, topology=topology,
+                                  timeout_s=cfg.limits.worker_timeout_s)
         if self.ckpt is not None:
             c = self.ckpt
             self.policy.load_checkpoint(policy=c.policy, optimizer=c.optimizer, reference=c.reference)
@@ -192,7 +255,8 @@ class Engine:
                       "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
 
         def generate(prompt_ids: Any, *, seed: int, **images: Any) -> dict:
-            return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, **gen_kwargs, **images)[0]
+            return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, timeout_s=cfg.limits.worker_timeout_s,
+                                **gen_kwargs, **images)[0]
 
         names = [*(h.name for h in ranks), gen.name]
 
@@ -230,6 +294,7 @@ class Engine:
         cfg = self.cfg
         every = cfg.checkpoint.every_steps
         for step in range(self.runlog.last_step + 1, cfg.algorithm.num_steps + 1):
+            _check_signalled()
             self.step = step
             metrics = self.driver.step(step)
             flops_keys = ("total_flops", "num_ranks", "theoretical_tflops")
@@ -245,9 +310,12 @@ class Engine:
 
     def _save(self, step: int) -> None:
         state = self.policy.checkpoint_state()
-        checkpoint.save(self.runlog.run_dir, checkpoint.Checkpoint(
+        path = checkpoint.save(self.runlog.run_dir, checkpoint.Checkpoint(
             step=step, cursor=self.driver.cursor, policy=state["policy"], optimizer=state["optimizer"],
             reference=state["reference"], rng=checkpoint.capture_rng()))
+        if faults.at("checkpoint_corrupt", step):
+            faults.garble(path / "tensors.pt")
+            faults.crash()
 
     def shutdown(self) -> None:
         import ray
@@ -288,7 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     refused = answer["static"] + answer["machine"]
     if refused:
         return _config_error(run_dir, f"refused {args.recipe}: " + "; ".join(refused))
-    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        faults.planted()
+    except ValueError as exc:
+        return _config_error(run_dir, str(exc))
+    if args.resume:
+        cfg = _without_faults(cfg)
+    _catch_signals()
     return run(cfg, run_dir, resume=args.resume)
 
 

@@ -8,11 +8,14 @@ series continues with no gap and no duplicate.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
+
+from rl import faults
 
 __all__ = ["RunLog", "read_jsonl", "write_json_atomic"]
 
@@ -49,23 +52,53 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 class _JsonlWriter:
-    """Append-only JSONL file that is durable after every record."""
+    """Append-only JSONL file that is durable after every record.
+
+    A record either lands whole or not at all: when a write fails (a full disk, ENOSPC), the
+    file is cut back to where the record began, so the lines before it stay readable and no
+    torn line is left for a reader or a resume to trip on.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = open(path, "a", encoding="utf-8")
+        self._fh = open(path, "ab", buffering=0)
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: dict[str, Any], *, step: int | None = None) -> None:
         # NaN and inf go out as JSON's NaN / Infinity / -Infinity tokens (allow_nan), which
         # Python's json and the reference's reader parse back as floats: a diverged loss stays a
         # number that fails all_finite, not a string a reader could skip.
-        line = json.dumps(record, sort_keys=False, allow_nan=True)
-        self._fh.write(line + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        data = (json.dumps(record, sort_keys=False, allow_nan=True) + "\n").encode()
+        fd = self._fh.fileno()
+        start = os.fstat(fd).st_size
+        try:
+            if step is not None:
+                _plant_write_faults(self._fh, data, step)
+            view = memoryview(data)
+            while view:
+                view = view[self._fh.write(view):]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:  # noqa: BLE001 - the original error is the one to report
+                pass
+            raise OSError(exc.errno, f"writing {self.path.name}: {exc.strerror or exc}") from exc
 
     def close(self) -> None:
         self._fh.close()
+
+
+def _plant_write_faults(fh: Any, data: bytes, step: int) -> None:
+    """metrics_enospc and metrics_torn (rl/faults.py): half the line reaches the file first."""
+    torn, enospc = faults.at("metrics_torn", step), faults.at("metrics_enospc", step)
+    if torn or enospc:
+        fh.write(data[: len(data) // 2])
+        os.fsync(fh.fileno())
+    if torn:
+        faults.crash()
+    if enospc:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def _truncate_jsonl(path: Path, keep_through_step: int) -> None:
@@ -122,7 +155,7 @@ class RunLog:
         """
         if type(step) is not int or step != self.last_step + 1:
             raise ValueError(f"metrics step {step!r} after {self.last_step}: steps must increase by one")
-        self._metrics.write({"step": step, **metrics})
+        self._metrics.write({"step": step, **metrics}, step=step)
         self.last_step = step
 
     def log_invariant(self, record: dict[str, Any]) -> None:

@@ -1,10 +1,13 @@
-"""`harness run [RECIPE] [overrides] [--scale tiny] [--out DIR] [--dry-run]`.
+"""`harness run [RECIPE] [overrides] [--scale tiny] [--out DIR] [--dry-run] [--resume]`.
 
 Resolve, validate and plan before anything starts; ask the engine whether it can run the recipe
 on this machine (harness/preflight.py: a refusal is exit 2, one line per key, before any run dir
 exists; a dry run only reports this machine's refusals); make a unique run dir; launch the engine
 (once, or once per parity variant); then judge the run and write result.json, junit.xml and
 report.md. Without a recipe it runs the embedded default, the CPU GRPO tiny twin.
+`--resume --out DIR` continues the run in DIR from its newest checkpoint (`rl.run --resume`):
+the recipe must resolve to the one DIR was run with, engine.log is appended to, and the run
+is judged whole, as if it had never stopped.
 """
 
 from __future__ import annotations
@@ -49,6 +52,23 @@ def make_run_dir(out: str | None, name: str) -> Path:
     return path
 
 
+def resume_dir(out: str | None, recipe: Mapping) -> Path:
+    """The run dir to resume: it must hold a run of exactly this resolved recipe, by our engine."""
+    if not out:
+        raise UsageError("--resume needs --out RUN_DIR, the run to continue")
+    path = Path(out)
+    if recipe.get("engine", "rl") != "rl" or recipe["checks"].get("parity"):
+        raise UsageError("--resume: only a single run of the rl engine can be resumed (not an external "
+                         "engine, not a parity recipe)")
+    try:
+        before = (path / "recipe.yaml").read_text(encoding="utf-8")
+    except OSError:
+        raise UsageError(f"{path}: holds no run to resume (no recipe.yaml)") from None
+    if before != dump_recipe(dict(recipe)):
+        raise UsageError(f"{path}: was run with another recipe; resume it with the same recipe and overrides")
+    return path
+
+
 def write_inputs(run_dir: Path, recipe: Mapping, plan: dict) -> Path:
     recipe_path = run_dir / "recipe.yaml"
     recipe_path.write_text(dump_recipe(dict(recipe)), encoding="utf-8")
@@ -56,11 +76,11 @@ def write_inputs(run_dir: Path, recipe: Mapping, plan: dict) -> Path:
     return recipe_path
 
 
-def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool) -> LaunchResult:
+def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: bool = False) -> LaunchResult:
     env = {key: str(value) for key, value in (recipe.get("env") or {}).items()}
     env.setdefault("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "disabled"))
     result = launch(
-        engine_command(recipe, run_dir),
+        engine_command(recipe, run_dir) + (["--resume"] if resume else []),
         run_dir=run_dir,
         env=env,
         timeout_s=float(recipe["limits"]["timeout_s"]),
@@ -72,8 +92,9 @@ def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool) -> LaunchRe
     return result
 
 
-def run_single(recipe: Mapping, run_dir: Path, *, progress: bool) -> tuple[Judgement, LaunchResult]:
-    result = launch_engine(recipe, run_dir, progress=progress)
+def run_single(recipe: Mapping, run_dir: Path, *, progress: bool,
+               resume: bool = False) -> tuple[Judgement, LaunchResult]:
+    result = launch_engine(recipe, run_dir, progress=progress, resume=resume)
     return judge_run(run_dir), result
 
 
@@ -123,9 +144,12 @@ def main(args: argparse.Namespace) -> int:
     recipe = resolved.data
     plan_obj = make_plan(recipe)
     plan = plan_obj.to_json()
+    resume = getattr(args, "resume", False)
     refused_here = ask_before_launch(recipe, launching=not args.dry_run)
-    run_dir = make_run_dir(args.out, recipe["name"])
-    recipe_file = write_inputs(run_dir, recipe, plan)
+    if resume and args.dry_run:
+        raise UsageError("--resume and --dry-run: choose one")
+    run_dir = resume_dir(args.out, recipe) if resume else make_run_dir(args.out, recipe["name"])
+    recipe_file = run_dir / "recipe.yaml" if resume else write_inputs(run_dir, recipe, plan)
     print(f"recipe  {recipe_path}{f' ({args.scale} twin)' if args.scale else ''}\nrun dir {run_dir}")
     print(format_plan(plan_obj), end="")
     print(format_answer(refused_here), end="")
@@ -137,7 +161,7 @@ def main(args: argparse.Namespace) -> int:
     if recipe["checks"].get("parity"):
         judgement, result = run_parity(recipe, run_dir, plan, progress=progress)
     else:
-        judgement, result = run_single(recipe, run_dir, progress=progress)
+        judgement, result = run_single(recipe, run_dir, progress=progress, resume=resume)
     write_outputs(run_dir, judgement, name=recipe["name"], plan=plan)
     print(format_verdicts(judgement.verdicts), end="")
     print(f"report  {run_dir / 'report.md'}")

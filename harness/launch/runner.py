@@ -2,9 +2,9 @@
 
 The engine writes straight into engine.log through the file descriptor it inherits (not through a
 pipe we read), so its output survives the harness being killed. It runs in its own session, so a
-terminal's Ctrl-C reaches only the harness, which forwards it to the whole engine group. A SIGTERM
-to the harness (a cancelled CI job, `kill`) is forwarded the same way, so a cancelled harness does
-not leave an engine running on the machine.
+terminal's Ctrl-C reaches only the harness, which forwards it to the engine, and then stops what is
+left of the engine's group (group.stop_leader_first). A SIGTERM to the harness (a cancelled CI job,
+`kill`) is forwarded the same way, so a cancelled harness does not leave an engine running.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from harness.launch.group import child_subreaper, live_members, signal_group, stop_group, wait_group_empty
+from harness.launch.group import (child_subreaper, live_members, signal_group, stop_group, stop_leader_first,
+                                  wait_group_empty)
 from harness.launch.progress import ProgressBar
 from harness.launch.status import HARNESS_PREFIX, log_tail, merge_status, read_status, write_status
 from harness.launch.tail import MetricsTail
@@ -54,7 +55,7 @@ def launch(
     total_steps: int,
     progress: bool = True,
     cwd: Path | None = None,
-    grace_s: float = 10.0,
+    grace_s: float = 20.0,
     poll_s: float = 0.2,
 ) -> LaunchResult:
     """Runs `command` with os.environ + `env`; returns once it and all its helpers are gone.
@@ -67,7 +68,8 @@ def launch(
         total_steps: the step count the progress bar and status.json's num_steps assume.
         progress: show the progress line on stderr.
         cwd: working directory of the engine (default: the harness's).
-        grace_s: how long SIGTERM / SIGINT may take before SIGKILL.
+        grace_s: how long SIGTERM / SIGINT may take before SIGKILL (20 s: rl.run gives its own
+            shutdown 15 s after recording the outcome, SHUTDOWN_GRACE_S).
         poll_s: how often the process and metrics.jsonl are looked at.
     Raises:
         ValueError: naming the argument, when one is out of range.
@@ -162,8 +164,8 @@ def _stop(proc: subprocess.Popen, outcome: str, *, log: IO[bytes], grace_s: floa
             stop_group(proc, signal.SIGTERM, grace_s)
         return None
     sig = signal.SIGINT if outcome == "interrupted" else signal.SIGTERM
-    _note(log, f"{outcome}: sending {sig.name} to the engine's process group")
-    killed = stop_group(proc, sig, grace_s)
+    _note(log, f"{outcome}: sending {sig.name} to the engine (then SIGTERM to what is left of its process group)")
+    killed = stop_leader_first(proc, sig, grace_s)
     if killed:
         _note(log, f"still running {grace_s:g} s after {sig.name}: sent SIGKILL")
     how = f"stopped with {sig.name}" + (f", then SIGKILL after {grace_s:g} s" if killed else "")

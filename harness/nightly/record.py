@@ -66,7 +66,10 @@ def failure_text(outcome: dict) -> str:
              f"state {final['state']}) after {len(run['attempts'])} attempt(s)",
              f"run dir: {final['run_dir']}",
              "reproduce: " + shlex.join(["harness", *run["command"][3:-1], final["run_dir"] + "-again"])]
-    if outcome["failed_checks"]:
+    if run.get("expected") is not None:
+        lines.append(f"expected: {run['expected']}")
+        lines += [f"wrong: {p}" for p in run["problems"]]
+    elif outcome["failed_checks"]:
         lines.append("failed checks: " + ", ".join(outcome["failed_checks"]))
     for attempt in run["attempts"]:
         if attempt["infra"]:

@@ -2,6 +2,9 @@
 
 Each attempt gets its own run dir, `OUT/<entry>` then `OUT/<entry>.retry1`, ..., so a retried
 failure keeps its evidence. The harness's own output goes to `harness.log` in the run dir.
+A fault entry (one with `expect`, harness/nightly/faults.py) is watched for lost steps, may get
+a signal or a resume, and is judged against its expectation; it is retried only when its verdict
+is wrong, its run did not complete, and its engine.log matches an infrastructure signature.
 A subprocess (not an in-process call) keeps one entry's crash, signal handlers and imports away
 from the next, and is exactly what a person would type to reproduce it.
 """
@@ -13,13 +16,15 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.bounded import read_json_object
+from harness.nightly import faults
 from harness.nightly.signatures import Match, match_log
-from harness.suites.model import Entry
+from harness.suites.model import Entry, SignalAt
 
 HARNESS = (sys.executable, "-m", "harness.cli")
 EXIT_VERDICT = {0: "pass", 1: "fail"}  # anything else (2 bad input, 3 internal, 130, killed) is "error"
@@ -48,6 +53,10 @@ class EntryRun:
     entry: str
     command: list[str]
     attempts: list[Attempt] = field(default_factory=list)
+    expected: str | None = None          # a fault entry: its expectation, in words
+    fault: str | None = None             # ... and what it plants
+    observed: dict | None = None         # ... what its run did (faults.observe), leftovers and steps lost
+    problems: list[str] = field(default_factory=list)  # ... where the two differ; empty: the verdict is right
 
     @property
     def final(self) -> Attempt:
@@ -56,6 +65,8 @@ class EntryRun:
 
     @property
     def verdict(self) -> str:
+        if self.expected is not None:
+            return "fail" if self.problems else "pass"
         return EXIT_VERDICT.get(self.final.exit_code, "error")
 
     def to_json(self) -> dict:
@@ -81,15 +92,35 @@ def infra_failure(attempt: Attempt, run_dir: Path) -> Match | None:
     return match_log(run_dir / "engine.log")
 
 
-def run_harness(command: Sequence[str], *, log: Path, timeout_s: float) -> int:
+def run_harness(command: Sequence[str], *, log: Path, timeout_s: float, env: dict[str, str] | None = None,
+                watch: faults.StepWatch | None = None, signal_at: SignalAt | None = None,
+                log_mode: str = "wb") -> int:
     """Run `command` with its output in `log`; past the timeout, SIGTERM (the harness then stops
-    its engine group), and SIGKILL after a grace period. Returns the exit code (negative: signal)."""
+    its engine group), and SIGKILL after a grace period. Returns the exit code (negative: signal).
+    With `watch`, metrics.jsonl is read as the run goes; with `signal_at`, the harness gets that
+    signal once the step is logged."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
+    deadline = time.monotonic() + timeout_s
+    with log.open(log_mode) as out:
         proc = subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env={**os.environ, **(env or {})},
+                                preexec_fn=_default_sigint)
         try:
-            return proc.wait(timeout=timeout_s)
+            while True:
+                try:
+                    code = proc.wait(timeout=max(0.01, min(faults.POLL_S, deadline - time.monotonic())))
+                    if watch is not None:
+                        watch.poll()
+                    return code
+                except subprocess.TimeoutExpired:
+                    pass
+                step = watch.poll() if watch is not None else 0
+                if signal_at is not None and step >= signal_at.at_step:
+                    out.write(f"[nightly] step {step} logged: sending {signal_at.name} to harness run\n".encode())
+                    proc.send_signal(getattr(signal, signal_at.name))
+                    signal_at = None
+                if time.monotonic() >= deadline:
+                    raise subprocess.TimeoutExpired(list(command), timeout_s)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -103,10 +134,76 @@ def run_harness(command: Sequence[str], *, log: Path, timeout_s: float) -> int:
             raise
 
 
+def _default_sigint() -> None:
+    """In the child before exec: Ctrl-C acts as at a terminal (an xdist worker may ignore SIGINT,
+    and an ignored signal stays ignored across exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def fault_attempt(entry: Entry, result: EntryRun, *, number: int, out_dir: Path, base: list[str],
+                  timeout_s: float) -> Attempt:
+    """One attempt of a fault entry: run it (then resume it, if it says so), judge it against
+    `expect`, and keep the judgement on `result` (the last attempt's stands)."""
+    assert entry.expect is not None
+    run_dir = attempt_dir(out_dir, entry.id, number)
+    command = base + ["--out", str(run_dir)]
+    token = uuid.uuid4().hex
+    watch = faults.StepWatch(run_dir / "metrics.jsonl")
+    log = out_dir / f".{run_dir.name}.harness.log"
+    start = time.monotonic()
+    code = run_harness(command, log=log, timeout_s=timeout_s, env={faults.TOKEN_ENV: token},
+                       watch=watch, signal_at=entry.signal)
+    left = faults.leftovers(token)
+    first = code
+    if entry.resume:
+        with log.open("ab") as out:
+            out.write(f"[nightly] harness run exited {code}; resuming\n".encode())
+        code = run_harness(command + ["--resume"], log=log, timeout_s=timeout_s, log_mode="ab",
+                           env={faults.TOKEN_ENV: token}, watch=watch)
+        left += faults.leftovers(token)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log.replace(run_dir / "harness.log")
+    attempt = Attempt(number=number, run_dir=str(run_dir), exit_code=code,
+                      wall_s=round(time.monotonic() - start, 2), state=read_state(run_dir))
+    observed = faults.observe(run_dir, exit_code=code)
+    lost, data = faults.data_problems(watch.seen, faults.metric_steps(run_dir / "metrics.jsonl"))
+    result.observed = {**observed, "first_exit": first, "steps_seen": len(watch.seen), "steps_lost": lost,
+                       "leftovers": left}
+    result.problems = faults.verdict_problems(entry.expect, observed) + data
+    if left:
+        result.problems.append(f"{len(left)} process(es) outlived harness run: {'; '.join(left[:5])}")
+    return attempt
+
+
+def run_fault_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s: float,
+                    harness: Sequence[str] = HARNESS) -> EntryRun:
+    """Run a fault entry and judge it against `expect`. A wrong verdict is retried only when the
+    run did not complete and its engine.log matches an infrastructure signature (Ray did not
+    come up on a crowded machine): the fault never got its chance. A right verdict stands."""
+    assert entry.expect is not None
+    base = [*harness, "run", *entry.harness_args(), "--no-progress"]
+    result = EntryRun(entry=entry.id, command=base + ["--out", str(attempt_dir(out_dir, entry.id, 1))],
+                      expected=faults.expectation(entry.expect), fault=entry.fault)
+    for number in range(1, max_retries + 2):
+        attempt = fault_attempt(entry, result, number=number, out_dir=out_dir, base=base, timeout_s=timeout_s)
+        result.attempts.append(attempt)
+        wrong = bool(result.problems) and attempt.state != "completed"
+        match = match_log(Path(attempt.run_dir) / "engine.log") if wrong else None
+        if match is not None:
+            attempt.infra, attempt.infra_line = match.signature.name, match.line
+        if match is None or number > max_retries:
+            break
+        attempt.retried = True
+    return result
+
+
 def run_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s: float,
               harness: Sequence[str] = HARNESS) -> EntryRun:
     """Run `entry` until it passes, fails for a reason of its own, or runs out of retries."""
     assert max_retries >= 0
+    if entry.expect is not None:
+        return run_fault_entry(entry, out_dir=out_dir, max_retries=max_retries, timeout_s=timeout_s,
+                               harness=harness)
     base = [*harness, "run", *entry.harness_args(), "--no-progress"]
     result = EntryRun(entry=entry.id, command=base + ["--out", str(attempt_dir(out_dir, entry.id, 1))])
     for number in range(1, max_retries + 2):

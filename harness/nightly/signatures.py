@@ -32,6 +32,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("ray_gcs_start", r"(failed to (start|connect to) (the )?GCS|GCS (server )?(failed|did not start|"
          r"exited)|timed out while waiting for (the )?GCS|RaySystemError.*GCS)",
          "Ray's control store did not come up: a slow or crowded node, not the recipe"),
+    _sig("ray_node_start", r"The current node timed out during startup",
+         "Ray's local node did not come up in time on an overloaded machine, before any step ran"),
     _sig("ray_node_died", r"(RayletDiedError|raylet (has )?died|node .* (has been )?marked (as )?dead|"
          r"The node with node id \S+ .*has been marked dead)",
          "a Ray node or raylet was lost (preemption, host failure)"),

@@ -99,6 +99,8 @@ def failure_lines(out: Path, rows: Sequence[dict]) -> list[str]:
         final = o["run"]["attempts"][-1]
         run_dir = Path(final["run_dir"])
         why = ", ".join(f"`{c}`" for c in o["failed_checks"]) or f"no check verdicts: `{harness_error(run_dir)}`"
+        if o["run"].get("expected") is not None:
+            why = "the verdict is not the expected one: " + "; ".join(o["run"]["problems"])
         regressed = [g["message"] for g in o["gate"] if g["status"] == "regression"]
         links = [_link(out, run_dir / name, name) for name in ("report.md", "harness.log", "engine.log")
                  if (run_dir / name).exists()]
@@ -116,6 +118,31 @@ def harness_error(run_dir: Path) -> str:
         return "no harness.log"
     errors = [line.strip() for line in lines if line.startswith(("error:", "internal error:"))]
     return (errors[-1] if errors else "see harness.log")[:300]
+
+
+def reliability(rows: Sequence[dict]) -> list[str]:
+    """The fault matrix's table: per fault entry, expected and actual verdict, lost steps, leftovers."""
+    faults = [r for r in rows if r["outcome"] is not None and r["outcome"]["run"].get("expected") is not None]
+    if not faults:
+        return []
+    body, lost_total = [], 0
+    for row in faults:
+        run = row["outcome"]["run"]
+        seen = run["observed"]
+        lost_total += len(seen["steps_lost"])
+        actual = (f"exit {seen['exit']}; state {seen['state']}; engine exit {seen['engine_exit']}"
+                  + (f"; dead {seen['dead_worker']}" if seen["dead_worker"] else "")
+                  + f"; failed {', '.join(seen['failed_checks'] or []) or 'none'}")
+        body.append([row["entry"], run["fault"], run["expected"], actual,
+                     "yes" if not run["problems"] else "NO: " + "; ".join(run["problems"]),
+                     f"{len(seen['steps_lost'])} of {seen['steps_seen']}", len(seen["leftovers"])])
+    right = sum(not r["outcome"]["run"]["problems"] for r in faults)
+    lines = ["", "## Reliability", "",
+             f"Faults tried: **{len(faults)}**; verdicts right: **{right} of {len(faults)}**; data lost: "
+             f"**{'none' if not lost_total else f'{lost_total} step line(s)'}** (a metrics step seen during a run "
+             "and missing after it); leftover processes: "
+             f"**{sum(len(r['outcome']['run']['observed']['leftovers']) for r in faults)}**.", ""]
+    return lines + table(["entry", "fault", "expected", "actual", "right", "steps lost", "leftovers"], body)
 
 
 def gate_rows(rows: Sequence[dict]) -> list[list]:
@@ -166,6 +193,7 @@ def write_summary(out: Path, rows: Sequence[dict], *, wall_s: float) -> Path:
     md += ["", "## Entries", ""]
     md += table(["entry", "result", "recipe", "hardware", "attempts", "wall", "final reward", "step time (s)",
                  "tokens/s/GPU", "gate", "run dir"], entry_rows(out, rows))
+    md += reliability(rows)
     retries = retry_lines(out, rows)
     md += ["", "## Retries", ""] + (retries or ["None: no failure matched a known infrastructure signature."])
     md += ["", "Only failures of unfinished runs whose engine.log matches a signature in "

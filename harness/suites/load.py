@@ -18,11 +18,14 @@ from harness.errors import UsageError
 from harness.recipe.errors import RecipeError, display_path, dotted, nearest
 from harness.recipe.scales import SCALES
 from harness.recipe.yamlsafe import load_file
-from harness.suites.model import GATE_MODES, HARDWARE, Disabled, Entry, Gate, Suite
+from harness.suites.model import GATE_MODES, HARDWARE, SIGNALS, STATES, Disabled, Entry, Expect, Gate, SignalAt, Suite
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "recipes" / "suites"
 TOP_KEYS = ("name", "description", "budget_gpu_hours", "hardware", "gate", "entries")
-ENTRY_KEYS = ("id", "recipe", "overrides", "scale", "hardware", "tags", "estimated_hours", "disabled")
+ENTRY_KEYS = ("id", "recipe", "overrides", "scale", "hardware", "tags", "estimated_hours", "disabled",
+              "expect", "signal", "resume")
+EXPECT_KEYS = ("exit", "state", "engine_exit", "dead_worker", "failed_checks", "error_contains")
+SIGNAL_KEYS = ("name", "at_step")
 DISABLED_KEYS = ("reason", "owner", "until")
 GATE_KEYS = ("mode", "window", "min_runs", "k", "rel_floor")
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -70,6 +73,16 @@ class _Reader:
             raise self.fail(keys, f"{value!r} must match {pattern.pattern}")
         return value
 
+    def integer(self, value: Any, keys: tuple) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(keys, f"must be an integer, not {value!r}")
+        return value
+
+    def flag(self, value: Any, keys: tuple) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(keys, f"must be true or false, not {value!r}")
+        return value
+
     def number(self, value: Any, keys: tuple, *, integer: bool = False, minimum: float = 0.0) -> float:
         kinds = (int,) if integer else (int, float)
         if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:
@@ -101,6 +114,24 @@ def _disabled(r: _Reader, value: Any, keys: tuple) -> Disabled:
                     until=r.date(data["until"], keys + ("until",)))
 
 
+def _expect(r: _Reader, value: Any, keys: tuple) -> Expect:
+    data = r.mapping(value, keys, EXPECT_KEYS, required=("exit",))
+
+    def opt(key: str, read: Any) -> Any:
+        return None if data.get(key) is None else read(data[key], keys + (key,))
+
+    return Expect(exit=r.integer(data["exit"], keys + ("exit",)),
+                  state=opt("state", lambda v, k: r.choice(v, k, STATES)),
+                  engine_exit=opt("engine_exit", r.integer), dead_worker=opt("dead_worker", r.text),
+                  failed_checks=opt("failed_checks", r.strings), error_contains=opt("error_contains", r.text))
+
+
+def _signal(r: _Reader, value: Any, keys: tuple) -> SignalAt:
+    data = r.mapping(value, keys, SIGNAL_KEYS, required=SIGNAL_KEYS)
+    return SignalAt(name=r.choice(data["name"], keys + ("name",), SIGNALS),
+                    at_step=int(r.number(data["at_step"], keys + ("at_step",), integer=True, minimum=1)))
+
+
 def _entry(r: _Reader, value: Any, keys: tuple, default_hardware: str | None) -> Entry:
     data = r.mapping(value, keys, ENTRY_KEYS, required=("id", "recipe"))
     hardware = data.get("hardware", default_hardware)
@@ -108,6 +139,8 @@ def _entry(r: _Reader, value: Any, keys: tuple, default_hardware: str | None) ->
         raise r.fail(keys, "missing 'hardware' (set it on the entry or at the top of the suite)")
     recipe = Path(os.path.normpath(r.path.parent / r.text(data["recipe"], keys + ("recipe",))))
     hours = data.get("estimated_hours")
+    if (data.get("signal") is not None or data.get("resume")) and data.get("expect") is None:
+        raise r.fail(keys, "'signal' and 'resume' plant a fault: the entry must say what it expects ('expect')")
     return Entry(
         id=r.text(data["id"], keys + ("id",), pattern=ID_RE),
         recipe=recipe,
@@ -117,6 +150,9 @@ def _entry(r: _Reader, value: Any, keys: tuple, default_hardware: str | None) ->
         tags=r.strings(data.get("tags", []), keys + ("tags",)),
         estimated_hours=None if hours is None else float(r.number(hours, keys + ("estimated_hours",))),
         disabled=None if data.get("disabled") is None else _disabled(r, data["disabled"], keys + ("disabled",)),
+        expect=None if data.get("expect") is None else _expect(r, data["expect"], keys + ("expect",)),
+        signal=None if data.get("signal") is None else _signal(r, data["signal"], keys + ("signal",)),
+        resume=r.flag(data.get("resume", False), keys + ("resume",)),
         line=r.lines.get(keys, 0),
     )
 

@@ -13,6 +13,36 @@ from pathlib import Path
 
 HARDWARE = ("cpu", "h100", "h200", "a100")
 GATE_MODES = ("fail", "warn", "off")
+STATES = ("completed", "failed", "interrupted", "timeout")
+SIGNALS = ("SIGTERM", "SIGINT")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Expect:
+    """The verdict a fault entry must produce; an entry whose run differs in any given key FAILS.
+
+    exit is `harness run`'s exit code (after the resume, when the entry resumes); the others are
+    optional and compared only when given: state, engine_exit, dead_worker and error_contains
+    against the run's status.json (`state`, `exit_code`, `dead_worker`, a substring of `error`),
+    failed_checks against the set of checks that failed in result.json (exactly). Whatever the
+    expectation, a fault entry also fails when a process of its run outlives `harness run`, or
+    when a metrics step seen during the run is missing afterwards, duplicated or out of order.
+    """
+
+    exit: int
+    state: str | None = None
+    engine_exit: int | None = None
+    dead_worker: str | None = None
+    failed_checks: tuple[str, ...] | None = None
+    error_contains: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SignalAt:
+    """Send `name` to the `harness run` process once metrics.jsonl holds step `at_step`."""
+
+    name: str
+    at_step: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +74,9 @@ class Entry:
     tags: tuple[str, ...] = ()
     estimated_hours: float | None = None
     disabled: Disabled | None = None
+    expect: Expect | None = None   # a fault entry: the verdict it must produce (recipes/suites/faults.yaml)
+    signal: SignalAt | None = None
+    resume: bool = False           # after the first run, `harness run ... --resume` in the same run dir
     line: int = 0
 
     @property
@@ -54,6 +87,16 @@ class Entry:
         """The arguments of `harness run` for this entry (without --out)."""
         args = [str(self.recipe), *self.overrides]
         return args + (["--scale", self.scale] if self.scale else [])
+
+    @property
+    def fault(self) -> str:
+        """What the entry plants, for the reliability table: RL_FAULTS, a signal, a resume."""
+        planted = [o.split("=", 1)[1] for o in self.overrides if o.lstrip("+").startswith("env.RL_FAULTS=")]
+        if self.signal is not None:
+            planted.append(f"{self.signal.name} at step {self.signal.at_step}")
+        if self.resume:
+            planted.append("then --resume")
+        return ", ".join(planted) or "-"
 
 
 @dataclass(frozen=True, kw_only=True)

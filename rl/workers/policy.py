@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import datetime
 import socket
+import time
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from rl import refit
+from rl import faults, refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
@@ -47,6 +48,7 @@ class PolicyWorker(WorkerBase):
         self.backend: Any = None
         # A data-plane client (TQ path); a TQStore pickles to a lazy attach to the driver's store.
         self._plane = data_plane
+        self._train_calls = 0  # = the step in a fresh run (planted faults count steps by it)
 
     # --- set-up --------------------------------------------------------------------------
 
@@ -113,12 +115,26 @@ class PolicyWorker(WorkerBase):
         """One optimizer step; metrics are this rank's share of the global means."""
         from rl.backends.torch import TRAIN_FIELDS
 
+        self._train_calls += 1
+        self._plant_faults(self._train_calls)
         cols = self._read(data, TRAIN_FIELDS + self._image_fields(data))
         out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=LossConfig.from_dict(loss_cfg))
         out["rows"] = int(cols["input_ids"].shape[0])
         if self.device == "cuda":
             out["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        if faults.at("nan_loss", self._train_calls):
+            out["loss"] = float("nan")
         return out
+
+    def _plant_faults(self, step: int) -> None:
+        """worker_sigkill and worker_hang (rl/faults.py), on rank 1 only, so a peer is left waiting."""
+        if self.rank != 1:
+            return
+        if faults.at("worker_sigkill", step):
+            faults.crash()
+        if faults.at("worker_hang", step):
+            while True:
+                time.sleep(3600)
 
     # --- weights and checkpoints -------------------------------------------------------------
 

@@ -176,3 +176,31 @@ def test_sigterm_to_the_harness_stops_the_engine(tmp_path):
     assert json.loads((tmp_path / "status.json").read_text())["state"] == "interrupted"
     for name in ("engine.pid", "child.pid"):
         assert gone(int((tmp_path / name).read_text())), name
+
+
+LEADER = """
+import os, signal, subprocess, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+# A helper like Ray's raylet: when it is signalled, it takes the leader down with it.
+helper = subprocess.Popen([sys.executable, "-c", "import os, signal, sys, time; "
+    "signal.signal(signal.SIGTERM, lambda *_: (os.kill(int(sys.argv[1]), signal.SIGKILL), sys.exit(0))); "
+    "time.sleep(60)", str(os.getpid())])
+def stop(*_):
+    time.sleep(0.3)  # the engine records its outcome, then stops its own helpers
+    (out / "outcome").write_text("interrupted")
+    helper.kill(); helper.wait()
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+(out / "metrics.jsonl").write_text('{"step": 1}\\n')
+time.sleep(60)
+"""
+
+
+def test_the_engine_is_signalled_before_its_helpers_so_it_can_record_its_outcome(tmp_path):
+    script = tmp_path / "leader.py"
+    script.write_text(LEADER)
+    result = launch([sys.executable, str(script), str(tmp_path)], run_dir=tmp_path, env={}, timeout_s=3.0,
+                    total_steps=2, progress=False, grace_s=5.0, poll_s=0.05)
+    assert result.state == "timeout" and result.exit_code == 143
+    assert (tmp_path / "outcome").read_text() == "interrupted"

@@ -9,6 +9,8 @@ from harness.nightly import SIGNATURES, match_log, match_text
 
 EXAMPLES = {
     "ray_gcs_start": "RuntimeError: Failed to start the GCS server. Check /tmp/ray/session_latest/logs/gcs_server.err",
+    "ray_node_start": "Exception: The current node timed out during startup. This could happen because some of "
+                      "the raylet failed to startup or the GCS has become overloaded.",
     "ray_node_died": "ray.exceptions.RayletDiedError: The raylet of node 10.0.0.3 died unexpectedly",
     "port_in_use": "OSError: [Errno 98] Address already in use",
     "nccl_timeout": "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE)",
