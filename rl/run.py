@@ -264,12 +264,12 @@ class Engine:
             if placement.gpu and cfg.generation.colocated:  # device to device on rank 0's GPU
                 every_rank = [h.actor.share_weights.remote() for h in ranks]  # a collective: all gather
                 load = gen.actor.load_shared.remote(every_rank[0], version)
-                seconds = cluster.get([*every_rank, load], names, timeout_s=300)[-1]
-                cluster.call([ranks[0]], "release_weights")
+                seconds = cluster.get([*every_rank, load], names, timeout_s=cfg.limits.worker_timeout_s)[-1]
+                cluster.call([ranks[0]], "release_weights", timeout_s=cfg.limits.worker_timeout_s)
                 return seconds
             state, every_rank = self.policy.state_dict_ref()  # a collective: all ranks gather
             load = gen.actor.load_weights.remote(state, version)
-            return cluster.get([*every_rank, load], names, timeout_s=300)[-1]
+            return cluster.get([*every_rank, load], names, timeout_s=cfg.limits.worker_timeout_s)[-1]
 
         self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=generate, refit=refit,
                                  tokenizer=tokenizer, env=env, store=path, layout=ImageLayout.of(model))

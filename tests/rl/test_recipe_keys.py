@@ -44,6 +44,7 @@ READERS: dict[str, tuple[str, str]] = {
     "checks.parity.variants": ("harness/commands/run.py", 'parity["variants"]'),
     "checks.parity.tolerance": ("harness/commands/run.py", 'parity.get("tolerance", 0.0)'),
     "limits.timeout_s": ("harness/commands/run.py", 'recipe["limits"]["timeout_s"]'),
+    "limits.worker_timeout_s": ("rl/run.py", "cfg.limits.worker_timeout_s"),
     "limits.gpu_hours": ("harness/plan/resources.py", 'recipe["limits"].get("gpu_hours")'),
     # read by the engine
     "model.family": ("rl/models/registry.py", 'model_cfg.get("family")'),
