@@ -48,14 +48,19 @@ def planted() -> dict[str, int]:
 
 def active(name: str) -> bool:
     """True when fault `name` is planted in this process's environment."""
-    assert name in KNOWN, f"unknown fault {name!r}"
+    _known(name)
     return name in planted()
 
 
 def at(name: str, step: int) -> bool:
     """True when fault `name` is planted for step `step`."""
-    assert name in KNOWN, f"unknown fault {name!r}"
+    _known(name)
     return planted().get(name) == step
+
+
+def _known(name: str) -> None:
+    if name not in KNOWN:
+        raise ValueError(f"unknown fault {name!r}; known: {sorted(KNOWN)}")
 
 
 def crash() -> None:

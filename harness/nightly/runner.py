@@ -140,11 +140,16 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _require_expect(entry: Entry) -> None:
+    if entry.expect is None:
+        raise ValueError(f"suite entry {entry.id}: a fault entry needs expect:")
+
+
 def fault_attempt(entry: Entry, result: EntryRun, *, number: int, out_dir: Path, base: list[str],
                   timeout_s: float) -> Attempt:
     """One attempt of a fault entry: run it (then resume it, if it says so), judge it against
     `expect`, and keep the judgement on `result` (the last attempt's stands)."""
-    assert entry.expect is not None
+    _require_expect(entry)
     run_dir = attempt_dir(out_dir, entry.id, number)
     command = base + ["--out", str(run_dir)]
     token = uuid.uuid4().hex
@@ -180,7 +185,7 @@ def run_fault_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s:
     """Run a fault entry and judge it against `expect`. A wrong verdict is retried only when the
     run did not complete and its engine.log matches an infrastructure signature (Ray did not
     come up on a crowded machine): the fault never got its chance. A right verdict stands."""
-    assert entry.expect is not None
+    _require_expect(entry)
     base = [*harness, "run", *entry.harness_args(), "--no-progress"]
     result = EntryRun(entry=entry.id, command=base + ["--out", str(attempt_dir(out_dir, entry.id, 1))],
                       expected=faults.expectation(entry.expect), fault=entry.fault)
