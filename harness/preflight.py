@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.recipe import apply_overrides, dump_recipe
+from harness.recipe.secret_env import launch_env, redact_recipe
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 300.0
@@ -80,13 +81,13 @@ def ask_engine(recipes: Mapping[Hashable, Mapping], *, machine: bool) -> dict[Ha
     answers = {key: Answer() for key in recipes}
     groups: dict[tuple, list[Hashable]] = {}
     for key, recipe in recipes.items():
-        groups.setdefault(tuple(sorted((recipe.get("env") or {}).items())), []).append(key)
+        groups.setdefault(tuple(sorted(launch_env(recipe, os.environ).items())), []).append(key)
     for env, keys in groups.items():
         with tempfile.TemporaryDirectory(prefix="harness-preflight-") as tmp:
             files = {}
             for i, key in enumerate(keys):
                 path = Path(tmp) / f"recipe{i}.yaml"
-                path.write_text(dump_recipe(dict(recipes[key])), encoding="utf-8")
+                path.write_text(dump_recipe(redact_recipe(recipes[key])), encoding="utf-8")
                 files[str(path)] = key
             said = _run(preflight_command(list(files), machine=machine), dict(env))
             for path, key in files.items():

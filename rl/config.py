@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import types
 import typing
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any, Union
 
 import yaml
 
+from rl import secret_env
 from rl.algorithms.loss import LossConfig  # the loss section is the loss's own config
 
 __all__ = [
@@ -300,6 +302,8 @@ def load_config(path: str | Path) -> RunConfig:
     """Read a resolved recipe YAML file."""
     with open(path, encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
+    if isinstance(data, dict) and data.get("env"):
+        data = {**data, "env": secret_env.resolve(data["env"], os.environ)[0]}
     return parse_config(data)
 
 

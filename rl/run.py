@@ -23,7 +23,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from rl import checkpoint, faults
+from rl import checkpoint, faults, secret_env
 from rl.config import RunConfig, load_config
 from rl.preflight import check_file
 from rl.runlog import METRICS, STATUS, RunLog, read_jsonl, write_json_atomic
@@ -120,7 +120,7 @@ def _without_faults(cfg: RunConfig) -> RunConfig:
     return replace(cfg, env={k: v for k, v in cfg.env.items() if k != faults.ENV})
 
 
-def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
+def run(cfg: RunConfig, run_dir: Path, *, resume: bool, hidden_env: list[str] | tuple = ()) -> int:
     """Run the recipe into `run_dir`; returns the exit code (status.json is always written)."""
     ckpt_path = checkpoint.latest(run_dir) if resume else None
     if resume and ckpt_path is None:
@@ -134,7 +134,7 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
     engine = None
     code, state, error = EXIT_OK, "completed", None
     try:
-        engine = Engine(cfg, runlog, ckpt)
+        engine = Engine(cfg, runlog, ckpt, hidden_env=hidden_env)
         engine.setup()
         engine.run()
         _check_signalled()
@@ -170,8 +170,10 @@ def run(cfg: RunConfig, run_dir: Path, *, resume: bool) -> int:
 class Engine:
     """The workers and driver of one run: set up, run the steps, shut down."""
 
-    def __init__(self, cfg: RunConfig, runlog: RunLog, ckpt: checkpoint.Checkpoint | None) -> None:
+    def __init__(self, cfg: RunConfig, runlog: RunLog, ckpt: checkpoint.Checkpoint | None, *,
+                 hidden_env: list[str] | tuple = ()) -> None:
         self.cfg = cfg
+        self.hidden_env = set(hidden_env)  # env names written <redacted> (rl/secret_env.py)
         self.runlog = runlog
         self.ckpt = ckpt
         self.cluster: Any = None
@@ -280,13 +282,19 @@ class Engine:
         self.runlog.log_invariant({**record, "step": self.step})
 
     def _report_env(self, handles: list[Any]) -> None:
-        infos = self.cluster.call(handles, "info")
-        self.runlog.write_env(infos)
+        """env.json and env_propagated: workers report salted hashes (salt per run), never values."""
+        salt = secrets.token_hex(16)
+        infos = self.cluster.call(handles, "info", salt=salt)
+        want = {k: secret_env.digest(salt, v) for k, v in self.cfg.env.items()}
         for info in infos:
-            wrong = {k: info["env"].get(k) for k, v in self.cfg.env.items() if info["env"].get(k) != v}
+            seen = info.pop("env_digest")
+            wrong = sorted(k for k in want if seen.get(k) != want[k])
+            info["env"] = {k: "<differs>" if k in wrong else secret_env.REDACTED if k in self.hidden_env else v
+                           for k, v in self.cfg.env.items()}
             self.runlog.log_invariant({
                 "check": "env_propagated", "step": self.step, "worker": info["name"], "ok": not wrong,
-                "detail": f"{len(self.cfg.env)} vars seen" if not wrong else f"differs: {wrong}"})
+                "detail": f"{len(want)} vars seen (salted hash)" if not wrong else f"differs: {', '.join(wrong)}"})
+        self.runlog.write_env(infos)
 
     # --- steps -----------------------------------------------------------------------------
 
@@ -348,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.out)
     try:
         cfg = load_config(args.recipe)
+        hidden_env = secret_env.hidden_names(_recipe_env(args.recipe))
     except (ValueError, OSError) as exc:
         return _config_error(run_dir, f"bad recipe {args.recipe}: {exc}")
     except Exception as exc:  # noqa: BLE001 - e.g. a YAML syntax error
@@ -363,7 +372,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume:
         cfg = _without_faults(cfg)
     _catch_signals()
-    return run(cfg, run_dir, resume=args.resume)
+    return run(cfg, run_dir, resume=args.resume, hidden_env=hidden_env)
+
+
+def _recipe_env(path: str) -> dict:
+    import yaml
+
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    return data.get("env") or {} if isinstance(data, dict) else {}
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from harness.launch import LaunchResult, launch
 from harness.plan import make_plan
 from harness.preflight import ask_before_launch, format_answer
 from harness.recipe import apply_overrides, dump_recipe, load_recipe
+from harness.recipe.secret_env import launch_env, redact_recipe, scrub, secret_values
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RECIPE = REPO_ROOT / "recipes" / "arith_grpo_cpu.yaml"
@@ -64,20 +65,20 @@ def resume_dir(out: str | None, recipe: Mapping) -> Path:
         before = (path / "recipe.yaml").read_text(encoding="utf-8")
     except OSError:
         raise UsageError(f"{path}: holds no run to resume (no recipe.yaml)") from None
-    if before != dump_recipe(dict(recipe)):
+    if before != dump_recipe(redact_recipe(recipe)):
         raise UsageError(f"{path}: was run with another recipe; resume it with the same recipe and overrides")
     return path
 
 
 def write_inputs(run_dir: Path, recipe: Mapping, plan: dict) -> Path:
     recipe_path = run_dir / "recipe.yaml"
-    recipe_path.write_text(dump_recipe(dict(recipe)), encoding="utf-8")
+    recipe_path.write_text(dump_recipe(redact_recipe(recipe)), encoding="utf-8")
     (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
     return recipe_path
 
 
 def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: bool = False) -> LaunchResult:
-    env = {key: str(value) for key, value in (recipe.get("env") or {}).items()}
+    env = launch_env(recipe, os.environ)  # secrets reach the engine here; its recipe.yaml says <redacted>
     env.setdefault("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "disabled"))
     result = launch(
         engine_command(recipe, run_dir) + (["--resume"] if resume else []),
@@ -88,8 +89,20 @@ def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: boo
         progress=progress,
         cwd=REPO_ROOT,
     )
+    scrub_logs(run_dir, secret_values(recipe, os.environ))
     import_metrics(recipe, run_dir)
     return result
+
+
+def scrub_logs(run_dir: Path, values: list[str]) -> None:
+    """Replace secret values in what the engine's output reached: engine.log and status.json's tail."""
+    for name in ("engine.log", "status.json"):
+        path = run_dir / name
+        if values and path.exists():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            cleaned = scrub(text, values)
+            if cleaned != text:
+                path.write_text(cleaned, encoding="utf-8")
 
 
 def run_single(recipe: Mapping, run_dir: Path, *, progress: bool,
@@ -142,7 +155,8 @@ def main(args: argparse.Namespace) -> int:
     recipe_path = Path(recipe_arg) if recipe_arg else DEFAULT_RECIPE
     resolved = load_recipe(recipe_path, overrides, scale=args.scale)
     recipe = resolved.data
-    plan_obj = make_plan(recipe)
+    launch_env(recipe, os.environ)  # a pass-through secret missing here: exit 2 before any run dir
+    plan_obj = make_plan(redact_recipe(recipe))
     plan = plan_obj.to_json()
     resume = getattr(args, "resume", False)
     refused_here = ask_before_launch(recipe, launching=not args.dry_run)

@@ -15,6 +15,7 @@ import yaml
 from harness.recipe import schema
 from harness.recipe.errors import display_path, dotted
 from harness.recipe.load import Resolved
+from harness.recipe.secret_env import literal_secrets, redact_recipe, scrub
 
 _INDENT = "  "
 _BREAKS = "\n\r\x85\u2028\u2029"   # YAML line breaks: in a plain or quoted scalar they fold ('a\x85b' read back 'a b')
@@ -29,18 +30,20 @@ def dump_recipe(data: dict) -> str:
 def format_show(resolved: Resolved, *, provenance: bool) -> str:
     """The resolved recipe for `harness show`; with provenance, each leaf says who set it."""
     head = f"# {display_path(resolved.source)}" + (f" (--scale {resolved.scale})" if resolved.scale else "")
-    rows = list(_lines(resolved.data, schema.SCHEMA, (), 0))
+    rows = list(_lines(redact_recipe(resolved.data), schema.SCHEMA, (), 0))  # secrets read <redacted>
     if not provenance:
         return head + "\n" + "".join(text + "\n" for text, _ in rows)
     # Align the comments, but let a few long lines (a description) run past the column.
     widths = sorted(len(text) for text, path in rows if path is not None)
     width = min(widths[-1], max(widths[int(0.9 * (len(widths) - 1))], 40))
     out = [head]
+    hidden = literal_secrets(resolved.data)  # an override's text names the value it set
     for text, path in rows:
         if path is None:
             out.append(text)
         else:
-            out.append(f"{text.ljust(width)}  # {resolved.provenance.get(dotted(path), '?')}")
+            where = resolved.provenance.get(dotted(path)) or resolved.provenance.get(dotted(path) + ".from_env", "?")
+            out.append(f"{text.ljust(width)}  # {scrub(where, hidden)}")
     return "\n".join(out) + "\n"
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from rl.secret_env import digest
+
 
 class WorkerBase:
     """Base of the Ray actor classes; `role` names the kind of worker in env.json."""
@@ -40,8 +42,9 @@ class WorkerBase:
         except Exception:  # noqa: BLE001 - outside Ray (unit tests)
             return socket.gethostbyname(socket.gethostname())
 
-    def info(self) -> dict[str, Any]:
-        """This worker's env.json record: who it is, where it runs, which recipe env it saw."""
+    def info(self, salt: str = "") -> dict[str, Any]:
+        """This worker's env.json record: who it is, where it runs, and a salted hash of each
+        recipe env value it saw (never the value: secrets pass through here)."""
         return {
             "name": self.name,
             "role": self.role,
@@ -49,5 +52,5 @@ class WorkerBase:
             "host": socket.gethostname(),
             "device": "cpu" if not torch.cuda.is_available() else f"cuda:{torch.cuda.current_device()}",
             "pid": os.getpid(),
-            "env": {key: os.environ.get(key) for key in self.env_keys},
+            "env_digest": {key: digest(salt, os.environ.get(key)) for key in self.env_keys},
         }

@@ -1,0 +1,69 @@
+"""Secrets in a recipe's `env`: which entries are secret, their values at launch, and redaction.
+
+An entry is secret when its name matches `*_KEY`, `*_TOKEN`, `*_SECRET` or `*PASSWORD*`
+(any case), or when it is pass-through (`NAME: {from_env: true}`: the value comes from the
+launching process's environment). A secret's value is written nowhere: the run dir's
+recipe.yaml names it `<redacted>`, the harness hands the value to the engine process through
+its environment, and the engine reads every `<redacted>` entry from its own environment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from harness.recipe.errors import RecipeError
+
+SECRET_NAME = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def is_pass_through(value: object) -> bool:
+    return isinstance(value, Mapping) and value.get("from_env") is True
+
+
+def is_secret(name: str, value: object) -> bool:
+    return bool(SECRET_NAME.search(name)) or is_pass_through(value) or value == REDACTED
+
+
+def launch_env(recipe: Mapping, environ: Mapping[str, str]) -> dict[str, str]:
+    """The recipe's env with pass-through entries read from `environ`; a missing one is exit 2."""
+    out: dict[str, str] = {}
+    for name, value in (recipe.get("env") or {}).items():
+        if is_pass_through(value) or value == REDACTED:
+            if name not in environ:
+                raise RecipeError(f"pass-through (from_env) but {name} is not set in the launching environment",
+                                  key=f"env.{name}")
+            out[name] = environ[name]
+        else:
+            out[name] = str(value)
+    return out
+
+
+def redact_recipe(recipe: Mapping) -> dict:
+    """A copy of the recipe whose secret env entries read `<redacted>` (what any writer gets)."""
+    env = recipe.get("env")
+    if not env:
+        return dict(recipe)
+    return {**recipe, "env": {k: REDACTED if is_secret(k, v) else v for k, v in env.items()}}
+
+
+def secret_values(recipe: Mapping, environ: Mapping[str, str]) -> list[str]:
+    """The values to scrub from logs: every secret entry's value, longest first."""
+    values = launch_env(recipe, environ)
+    found = {values[k] for k, v in (recipe.get("env") or {}).items() if is_secret(k, v) and values[k]}
+    return sorted(found, key=len, reverse=True)
+
+
+def literal_secrets(recipe: Mapping) -> list[str]:
+    """The secret values written in the recipe itself (not pass-through), longest first."""
+    env = recipe.get("env") or {}
+    found = {v for k, v in env.items() if isinstance(v, str) and v and v != REDACTED and is_secret(k, v)}
+    return sorted(found, key=len, reverse=True)
+
+
+def scrub(text: str, values: Iterable[str]) -> str:
+    """`text` with each secret value replaced by `<redacted>`."""
+    for value in values:
+        text = text.replace(value, REDACTED)
+    return text
