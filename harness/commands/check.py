@@ -15,6 +15,7 @@ from harness.checks.judge import Judgement, judge_run
 from harness.errors import UsageError
 from harness.console import format_verdicts
 from harness.report import write_junit, write_report_md, write_result_json
+from harness.recipe.secret_env import redact_recipe
 from harness.report.specs import plot_specs
 
 
@@ -23,7 +24,7 @@ def write_outputs(run_dir: Path, judgement: Judgement, *, name: str, plan: dict 
     status = judgement.status or {}
     write_result_json(run_dir, recipe_name=name, verdicts=judgement.verdicts, status=status)
     write_junit(run_dir / "junit.xml", suite=name, verdicts=judgement.verdicts, wall_s=status.get("wall_s"))
-    write_report_md(run_dir, recipe=judgement.recipe or {"name": name}, plan=plan, status=status,
+    write_report_md(run_dir, recipe=redact_recipe(judgement.recipe or {"name": name}), plan=plan, status=status,
                     verdicts=judgement.verdicts, metrics=judgement.metrics,
                     thresholds=plot_specs(judgement.thresholds))
 

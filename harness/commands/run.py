@@ -142,7 +142,7 @@ def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool) ->
     status = {"state": "completed" if states and all(s == "completed" for s in states) else "failed",
               "variants": dict(zip(names, states)), "wall_s": sum((j.status or {}).get("wall_s") or 0 for j in judged)}
     (run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n", encoding="utf-8")
-    top = Judgement(verdicts=verdicts, metrics=judged[0].metrics, recipe=dict(recipe), status=status,
+    top = Judgement(verdicts=verdicts, metrics=judged[0].metrics, recipe=redact_recipe(recipe), status=status,
                     thresholds=judged[0].thresholds)
     assert last is not None
     return top, last
