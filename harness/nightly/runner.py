@@ -25,6 +25,7 @@ from harness.bounded import read_json_object
 from harness.nightly import faults
 from harness.nightly.signatures import Match, match_log
 from harness.suites.model import Entry, SignalAt
+from harness.recipe.secret_env import redact_argv
 
 HARNESS = (sys.executable, "-m", "harness.cli")
 EXIT_VERDICT = {0: "pass", 1: "fail"}  # anything else (2 bad input, 3 internal, 130, killed) is "error"
@@ -70,7 +71,8 @@ class EntryRun:
         return EXIT_VERDICT.get(self.final.exit_code, "error")
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """What the summary, its JUnit file and the outcome record get: secret overrides redacted."""
+        return {**asdict(self), "command": redact_argv(self.command)}
 
 
 def attempt_dir(out_dir: Path, entry_id: str, number: int) -> Path:

@@ -62,6 +62,19 @@ def literal_secrets(recipe: Mapping) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+_ENV_OVERRIDE = re.compile(r"^(\+{0,2}env\.([A-Za-z_][A-Za-z0-9_]*)=)(.*)$", re.DOTALL)
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """A command line whose secret env overrides (`++env.HF_TOKEN=...`) read `<redacted>`."""
+    out = []
+    for arg in argv:
+        match = _ENV_OVERRIDE.match(arg)
+        secret = match and SECRET_NAME.search(match[2]) and "from_env" not in match[3]
+        out.append(f"{match[1]}{REDACTED}" if secret else arg)  # a pass-through override holds no value
+    return out
+
+
 def scrub(text: str, values: Iterable[str]) -> str:
     """`text` with each secret value replaced by `<redacted>`."""
     for value in values:

@@ -14,7 +14,8 @@ from harness.commands.check import write_outputs
 from harness.commands.run import scrub_logs
 from harness.recipe import format_show, load_recipe
 from harness.recipe.errors import RecipeError
-from harness.recipe.secret_env import REDACTED, is_secret, launch_env, redact_recipe, scrub, secret_values
+from harness.recipe.secret_env import (REDACTED, is_secret, launch_env, redact_argv, redact_recipe, scrub,
+                                       secret_values)
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "arith_grpo_cpu.yaml"
@@ -100,3 +101,16 @@ def test_engine_log_and_status_are_scrubbed(tmp_path):
     scrub_logs(tmp_path, [PASSED, LITERAL])
     assert (tmp_path / "engine.log").read_text() == f"token {REDACTED}\nkey {REDACTED}\n"
     assert PASSED not in (tmp_path / "status.json").read_text()
+
+
+def test_redact_argv_for_the_nightly_summary_and_history():
+    argv = ["python", "-m", "harness.cli", "run", "r.yaml", f"++env.HF_TOKEN={LITERAL}", "env.PLAIN=1",
+            "++env.WANDB_API_KEY={from_env: true}", "--out", "x"]
+    assert redact_argv(argv) == [*argv[:5], "++env.HF_TOKEN=<redacted>", "env.PLAIN=1", *argv[7:]]
+
+
+def test_entry_run_json_redacts_its_command():
+    from harness.nightly.runner import EntryRun
+
+    run = EntryRun(entry="e", command=["harness", "run", "r.yaml", f"env.DB_PASSWORD={LITERAL}"])
+    assert LITERAL not in json.dumps(run.to_json()) and run.command[-1].endswith(LITERAL)
