@@ -81,7 +81,7 @@ def ask_engine(recipes: Mapping[Hashable, Mapping], *, machine: bool) -> dict[Ha
     answers = {key: Answer() for key in recipes}
     groups: dict[tuple, list[Hashable]] = {}
     for key, recipe in recipes.items():
-        groups.setdefault(tuple(sorted(launch_env(recipe, os.environ).items())), []).append(key)
+        groups.setdefault(tuple(sorted(launch_env(recipe, os.environ, missing="").items())), []).append(key)
     for env, keys in groups.items():
         with tempfile.TemporaryDirectory(prefix="harness-preflight-") as tmp:
             files = {}

@@ -26,15 +26,16 @@ def is_secret(name: str, value: object) -> bool:
     return bool(SECRET_NAME.search(name)) or is_pass_through(value) or value == REDACTED
 
 
-def launch_env(recipe: Mapping, environ: Mapping[str, str]) -> dict[str, str]:
-    """The recipe's env with pass-through entries read from `environ`; a missing one is exit 2."""
+def launch_env(recipe: Mapping, environ: Mapping[str, str], *, missing: str | None = None) -> dict[str, str]:
+    """The recipe's env with pass-through entries read from `environ`; a missing one is exit 2,
+    unless `missing` stands in for it (the preflight: validating a recipe needs no secret)."""
     out: dict[str, str] = {}
     for name, value in (recipe.get("env") or {}).items():
         if is_pass_through(value) or value == REDACTED:
-            if name not in environ:
+            if name not in environ and missing is None:
                 raise RecipeError(f"pass-through (from_env) but {name} is not set in the launching environment",
                                   key=f"env.{name}")
-            out[name] = environ[name]
+            out[name] = environ.get(name, missing)
         else:
             out[name] = str(value)
     return out

@@ -114,3 +114,9 @@ def test_entry_run_json_redacts_its_command():
 
     run = EntryRun(entry="e", command=["harness", "run", "r.yaml", f"env.DB_PASSWORD={LITERAL}"])
     assert LITERAL not in json.dumps(run.to_json()) and run.command[-1].endswith(LITERAL)
+
+
+def test_validate_and_plan_need_no_secret(monkeypatch, capsys):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    assert main(["plan", str(RECIPE), *OVERRIDES]) == 0
+    assert LITERAL not in capsys.readouterr().out
