@@ -96,11 +96,12 @@ def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: boo
 
 def scrub_logs(run_dir: Path, values: list[str]) -> None:
     """Replace secret values in what the engine's output reached: engine.log and status.json's tail."""
+    escaped = [json.dumps(v)[1:-1] for v in values]  # status.json holds them JSON-escaped
     for name in ("engine.log", "status.json"):
         path = run_dir / name
         if values and path.exists():
             text = path.read_text(encoding="utf-8", errors="replace")
-            cleaned = scrub(text, values)
+            cleaned = scrub(scrub(text, values), escaped)
             if cleaned != text:
                 path.write_text(cleaned, encoding="utf-8")
 

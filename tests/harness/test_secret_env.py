@@ -120,3 +120,10 @@ def test_validate_and_plan_need_no_secret(monkeypatch, capsys):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     assert main(["plan", str(RECIPE), *OVERRIDES]) == 0
     assert LITERAL not in capsys.readouterr().out
+
+
+def test_status_json_is_scrubbed_of_a_json_escaped_secret(tmp_path):
+    secret = 'pa"ss\\word'
+    (tmp_path / "status.json").write_text(json.dumps({"error": f"boom {secret}"}))
+    scrub_logs(tmp_path, [secret])
+    assert json.loads((tmp_path / "status.json").read_text()) == {"error": f"boom {REDACTED}"}
