@@ -116,10 +116,12 @@ def test_entry_run_json_redacts_its_command():
     assert LITERAL not in json.dumps(run.to_json()) and run.command[-1].endswith(LITERAL)
 
 
-def test_validate_and_plan_need_no_secret(monkeypatch, capsys):
+def test_validate_and_plan_need_no_secret(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)  # `harness plan` writes plan.json here
     assert main(["plan", str(RECIPE), *OVERRIDES]) == 0
     assert LITERAL not in capsys.readouterr().out
+    assert all(LITERAL not in p.read_text() for p in tmp_path.iterdir() if p.is_file())
 
 
 def test_status_json_is_scrubbed_of_a_json_escaped_secret(tmp_path):
