@@ -3,6 +3,7 @@
     python bench/bench_shard_balance.py                  # 512 rows, DP 8, 20 seeds per distribution
     python bench/bench_shard_balance.py --rows 1024 --dp 16 --seeds 50
     python bench/bench_shard_balance.py --scale       # issue 15: n x DP x lengths, time + balance
+    python bench/bench_shard_balance.py --dispatch    # issue 15: dp_dispatch driver cost, 16k rows
 
 Table 1: max rank tokens / mean rank tokens (1.0 is perfect; the slowest rank sets the step
 time), mean and worst over seeds, for realistic response-length distributions, plus our
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from rl.data import BatchedDataDict, KVBatchMeta, make_key  # noqa: E402
+from rl.data import BatchedDataDict, KVBatchMeta, dp_dispatch, make_key  # noqa: E402
 from rl.data.sharding import assign_balanced, assign_stride, round_spread_bound  # noqa: E402
 from shard_previous import assign_balanced_previous  # noqa: E402
 
@@ -181,13 +182,15 @@ def _scale_lengths(name: str, n: int, seed: int) -> list[int]:
     return np.clip(x, 1, MAX_LEN).astype(np.int64).tolist()
 
 
-def _timed(fn: Callable[[], list[list[int]]], repeats: int) -> tuple[float, list[list[int]]]:
-    times, out = [], []
+def _timed(fn: Callable[[], list[list[int]]], repeats: int) -> tuple[float, list[list[int]], float]:
+    """(median wall ms, the last result, median CPU ms): CPU time shows the cost on a shared box."""
+    times, cpu, out = [], [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times), out
+        cpu.append((time.process_time() - c0) * 1e3)
+    return statistics.median(times), out, statistics.median(cpu)
 
 
 def scale_table(repeats: int) -> str:
@@ -195,7 +198,7 @@ def scale_table(repeats: int) -> str:
         f"Sharding at scale: median of {repeats} runs (previous sharder: 1 run), "
         "max / mean rank tokens",
         "",
-        "| rows | DP | lengths | ours ms | ours max/mean | stride ms | stride max/mean "
+        "| rows | DP | lengths | ours ms wall / CPU | ours max/mean | stride ms | stride max/mean "
         "| previous ms | previous max/mean |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -204,26 +207,70 @@ def scale_table(repeats: int) -> str:
         for dp in SCALE_DP:
             for name in ("lognormal", "pareto", "uniform", "powers of two"):
                 lengths = _scale_lengths(name, n, seed=n + dp)
-                ms, ours = _timed(lambda: assign_balanced(lengths, dp), repeats)
-                stride_ms, stride = _timed(lambda: assign_stride(lengths, dp), repeats)
-                times[n, dp, name] = ms
+                ms, ours, cpu = _timed(lambda: assign_balanced(lengths, dp), repeats)
+                stride_ms, stride, _ = _timed(lambda: assign_stride(lengths, dp), repeats)
+                times[n, dp, name] = cpu
                 prev = "-", "-"
                 if n <= PREVIOUS_MAX_ROWS:
-                    prev_ms, previous = _timed(lambda: assign_balanced_previous(lengths, dp), 1)
+                    prev_ms, previous, _ = _timed(lambda: assign_balanced_previous(lengths, dp), 1)
                     prev = f"{prev_ms:.0f}", f"{_ratio(previous, lengths, dp):.5f}"
                 lines.append(
-                    f"| {n} | {dp} | {name} | {ms:.1f} | {_ratio(ours, lengths, dp):.5f} | "
+                    f"| {n} | {dp} | {name} | {ms:.1f} / {cpu:.1f} | {_ratio(ours, lengths, dp):.5f} | "
                     f"{stride_ms:.1f} | {_ratio(stride, lengths, dp):.5f} | {prev[0]} | {prev[1]} |"
                 )
-    lines += ["", "Complexity: time(4n) / time(n) of ours (< 8 required)", "",
-              "| DP | lengths | " + " | ".join(f"{a} -> {b}" for a, b in
-                                                zip(SCALE_ROWS, SCALE_ROWS[1:])) + " |",
-              "|---|---|" + "---|" * (len(SCALE_ROWS) - 1)]
+    pairs = [(a, b) for a in SCALE_ROWS for b in SCALE_ROWS if b == 4 * a]
+    lines += ["", "Complexity: CPU time(4n) / CPU time(n) of ours (< 8 required)", "",
+              "| DP | lengths | " + " | ".join(f"{a} -> {b}" for a, b in pairs) + " |",
+              "|---|---|" + "---|" * len(pairs)]
     for dp in SCALE_DP:
         for name in ("lognormal", "pareto", "uniform", "powers of two"):
-            ratios = [times[b, dp, name] / times[a, dp, name]
-                      for a, b in zip(SCALE_ROWS, SCALE_ROWS[1:])]
+            ratios = [times[b, dp, name] / times[a, dp, name] for a, b in pairs]
             lines.append(f"| {dp} | {name} | " + " | ".join(f"{r:.1f}x" for r in ratios) + " |")
+    return "\n".join(lines)
+
+
+class _Group:
+    """A policy group of `dp` in-process workers that return at once (driver cost only)."""
+
+    def __init__(self, dp: int, returns: str) -> None:
+        self.dp_size, self.returns, self.worker_s = dp, returns, 0.0
+
+    def _run_on_ranks(self, method: str, shards: list[KVBatchMeta]) -> list:
+        t0 = time.perf_counter()
+        if self.returns == "meta":  # the worker wrote its column and hands back the receipt
+            out: list = [s.with_fields("logprobs") for s in shards]
+        else:  # row columns travel back through the driver
+            out = [{"keys": list(s.keys), "logprobs": torch.zeros(len(s))} for s in shards]
+        self.worker_s += time.perf_counter() - t0
+        return out
+
+    @dp_dispatch
+    def get_logprobs(self, batch: BatchedDataDict) -> None:
+        raise RuntimeError("legacy body must not run")
+
+
+def dispatch_table(rows: int, dp: int, repeats: int) -> str:
+    """Driver-side cost of one `dp_dispatch` on the memory-store receipt path (issue 15)."""
+    lengths = _scale_lengths("lognormal", rows, seed=1)
+    meta = _meta(rows, lengths)
+    lines = [
+        f"Driver-side dp_dispatch overhead, {rows} rows, simulated DP {dp} (in-process workers "
+        f"that return at once), median of {repeats}",
+        "",
+        "| workers return | dispatch ms | of which sharding ms | per row us |",
+        "|---|---|---|---|",
+    ]
+    shard_ms, _, _ = _timed(lambda: assign_balanced(list(meta.sequence_lengths), dp), repeats)
+    for returns in ("meta", "row dict"):
+        group = _Group(dp, "meta" if returns == "meta" else "dict")
+        times = []
+        for _ in range(repeats):
+            group.worker_s = 0.0
+            t0 = time.perf_counter()
+            group.get_logprobs(meta)
+            times.append((time.perf_counter() - t0 - group.worker_s) * 1e3)
+        ms = statistics.median(times)
+        lines.append(f"| {returns} | {ms:.0f} | {shard_ms:.0f} | {ms * 1e3 / rows:.1f} |")
     return "\n".join(lines)
 
 
@@ -240,7 +287,11 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024, 4096])
     parser.add_argument("--scale", action="store_true", help="only the issue-15 scale tables")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dispatch", action="store_true", help="only the dispatch overhead")
     args = parser.parse_args()
+    if args.dispatch:
+        print(dispatch_table(16384, 64, args.repeats))
+        return
     if args.scale:
         print(scale_table(args.repeats))
         return

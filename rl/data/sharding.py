@@ -13,7 +13,7 @@ over the lightest rank grows with the number of rounds. Here:
    first (at most 2 pair searches per allowed swap, in all); with the first R that has a row pair of gain 0 < delta < L_H - L_R, swap the pair whose
    delta is closest to (L_H - L_R) / 2 (one searchsorted over R's sorted rows). Swaps keep
    row counts, never raise the maximum, and strictly lower the sum of squared loads; at most
-   `max_swaps` of them (default `2 * dp`).
+   `max_swaps` of them (default `dp`).
 3. Sort+stride is costed too (O(n)); only when its maximum is lower is it refined and the
    better of the two (lower max, then lower spread) returned, so we are never worse than it.
 
@@ -110,7 +110,7 @@ def _refine_table(table: np.ndarray, lengths: np.ndarray, max_swaps: int) -> np.
 
     The lightest rank is tried first, then the next lightest. One pair search costs
     O(m log m) with m = n/dp rows a rank; at most `max_swaps` swaps and `SCAN_PER_SWAP *
-    max_swaps` pair searches in all, so 2·dp swaps cost O(n log m). An unbounded scan of every
+    max_swaps` pair searches in all, so dp swaps cost O(n log m). An unbounded scan of every
     lighter rank made a pareto batch of 512 rows over DP 64 take 315 ms (issue 15).
     """
     table = table.copy()
@@ -161,7 +161,7 @@ def assign_balanced(
     Args:
         lengths: non-negative token count per row.
         dp: number of ranks; must divide `len(lengths)`.
-        max_swaps: refinement budget per candidate; default `2 * dp`.
+        max_swaps: refinement budget per candidate; default `dp`.
 
     Raises:
         ValueError: when `dp` is not positive.
@@ -178,7 +178,7 @@ def assign_balanced(
     if n == 0:
         return [[] for _ in range(dp)]
     arr = _as_array(lengths)
-    budget = 2 * dp if max_swaps is None else max_swaps
+    budget = dp if max_swaps is None else max_swaps
     best = _refine_table(_greedy_table(arr, dp), arr, budget)
     stride = _stride_table(arr, dp)
     if _quality(stride, arr)[0] < _quality(best, arr)[0]:
