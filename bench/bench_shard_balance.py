@@ -215,7 +215,8 @@ def scale_table(repeats: int) -> str:
                     prev_ms, previous, _ = _timed(lambda: assign_balanced_previous(lengths, dp), 1)
                     prev = f"{prev_ms:.0f}", f"{_ratio(previous, lengths, dp):.5f}"
                 lines.append(
-                    f"| {n} | {dp} | {name} | {ms:.1f} / {cpu:.1f} | {_ratio(ours, lengths, dp):.5f} | "
+                    f"| {n} | {dp} | {name} | {ms:.1f} / {cpu:.1f} | "
+                    f"{_ratio(ours, lengths, dp):.5f} | "
                     f"{stride_ms:.1f} | {_ratio(stride, lengths, dp):.5f} | {prev[0]} | {prev[1]} |"
                 )
     pairs = [(a, b) for a in SCALE_ROWS for b in SCALE_ROWS if b == 4 * a]

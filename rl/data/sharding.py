@@ -9,11 +9,11 @@ over the lightest rank grows with the number of rounds. Here:
    each round the longest row goes to the currently lightest rank, the next to the next
    lightest, and so on. Each rank gets exactly one row per round. One stable argsort of the
    `dp` loads per round: O(n log dp) in numpy.
-2. Swap refinement, bounded: take the heaviest rank H and the lighter ranks, lightest
-   first (at most 2 pair searches per allowed swap, in all); with the first R that has a row pair of gain 0 < delta < L_H - L_R, swap the pair whose
+2. Swap refinement, bounded: take the heaviest rank H and the lighter ranks, lightest first;
+   with the first R that has a row pair of gain 0 < delta < L_H - L_R, swap the pair whose
    delta is closest to (L_H - L_R) / 2 (one searchsorted over R's sorted rows). Swaps keep
    row counts, never raise the maximum, and strictly lower the sum of squared loads; at most
-   `max_swaps` of them (default `dp`).
+   `max_swaps` of them (default `dp`) and 2 pair searches per allowed swap, in all.
 3. Sort+stride is costed too (O(n)); only when its maximum is lower is it refined and the
    better of the two (lower max, then lower spread) returned, so we are never worse than it.
 
