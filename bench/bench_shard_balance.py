@@ -2,6 +2,8 @@
 
     python bench/bench_shard_balance.py                  # 512 rows, DP 8, 20 seeds per distribution
     python bench/bench_shard_balance.py --rows 1024 --dp 16 --seeds 50
+    python bench/bench_shard_balance.py --scale       # issue 15: n x DP x lengths, time + balance
+    python bench/bench_shard_balance.py --dispatch    # issue 15: dp_dispatch driver cost, 16k rows
 
 Table 1: max rank tokens / mean rank tokens (1.0 is perfect; the slowest rank sets the step
 time), mean and worst over seeds, for realistic response-length distributions, plus our
@@ -10,6 +12,10 @@ proved bound `1 + (dp-1)/dp * round_spread / mean` and the sharder's time.
 Table 2: what the driver holds per batch on each path: a `KVBatchMeta` receipt vs a legacy
 `BatchedDataDict` of padded GRPO columns. tracemalloc measures the Python heap (keys, tags,
 lists); it cannot see torch's CPU allocator, so tensor storage is added from `nbytes`.
+Table 3 (`--scale`, issue 15): rows n in {512, 4k, 16k, 64k} x DP in {8, 64, 256} x lengths
+(lognormal, pareto, uniform, powers of two): median time and max/mean of ours, sort+stride and
+the previous sharder (bench/shard_previous.py, run only where it takes seconds, not minutes),
+then the complexity check: time(4n) / time(n) for each DP and distribution (< 8 required).
 Prints markdown tables.
 """
 
@@ -26,11 +32,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from rl.data import BatchedDataDict, KVBatchMeta, make_key  # noqa: E402
+from rl.data import BatchedDataDict, KVBatchMeta, dp_dispatch, make_key  # noqa: E402
 from rl.data.sharding import assign_balanced, assign_stride, round_spread_bound  # noqa: E402
+from shard_previous import assign_balanced_previous  # noqa: E402
 
 MAX_LEN = 4096
 
@@ -155,6 +164,117 @@ def memory_table(seq: int, sizes: list[int]) -> str:
     return "\n".join(lines)
 
 
+SCALE_ROWS = (512, 4096, 16384, 65536)
+SCALE_DP = (8, 64, 256)
+PREVIOUS_MAX_ROWS = 4096  # the previous sharder takes 12.7 s at 16k x DP 256, minutes at 64k
+
+
+def _scale_lengths(name: str, n: int, seed: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    if name == "lognormal":
+        x = rng.lognormal(math.log(600), 0.8, n)
+    elif name == "pareto":
+        x = 200 * (1 + rng.pareto(1.2, n))
+    elif name == "uniform":
+        x = rng.integers(64, MAX_LEN + 1, n)
+    else:  # powers of two: many exact ties, the sort's tie-breaks matter
+        x = 2.0 ** rng.integers(4, 13, n)
+    return np.clip(x, 1, MAX_LEN).astype(np.int64).tolist()
+
+
+def _timed(fn: Callable[[], list[list[int]]], repeats: int) -> tuple[float, list[list[int]], float]:
+    """(median wall ms, the last result, median CPU ms): CPU time shows the cost on a shared box."""
+    times, cpu, out = [], [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+        cpu.append((time.process_time() - c0) * 1e3)
+    return statistics.median(times), out, statistics.median(cpu)
+
+
+def scale_table(repeats: int) -> str:
+    lines = [
+        f"Sharding at scale: median of {repeats} runs (previous sharder: 1 run), "
+        "max / mean rank tokens",
+        "",
+        "| rows | DP | lengths | ours ms wall / CPU | ours max/mean | stride ms | stride max/mean "
+        "| previous ms | previous max/mean |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    times: dict[tuple[int, int, str], float] = {}
+    for n in SCALE_ROWS:
+        for dp in SCALE_DP:
+            for name in ("lognormal", "pareto", "uniform", "powers of two"):
+                lengths = _scale_lengths(name, n, seed=n + dp)
+                ms, ours, cpu = _timed(lambda: assign_balanced(lengths, dp), repeats)
+                stride_ms, stride, _ = _timed(lambda: assign_stride(lengths, dp), repeats)
+                times[n, dp, name] = cpu
+                prev = "-", "-"
+                if n <= PREVIOUS_MAX_ROWS:
+                    prev_ms, previous, _ = _timed(lambda: assign_balanced_previous(lengths, dp), 1)
+                    prev = f"{prev_ms:.0f}", f"{_ratio(previous, lengths, dp):.5f}"
+                lines.append(
+                    f"| {n} | {dp} | {name} | {ms:.1f} / {cpu:.1f} | "
+                    f"{_ratio(ours, lengths, dp):.5f} | "
+                    f"{stride_ms:.1f} | {_ratio(stride, lengths, dp):.5f} | {prev[0]} | {prev[1]} |"
+                )
+    pairs = [(a, b) for a in SCALE_ROWS for b in SCALE_ROWS if b == 4 * a]
+    lines += ["", "Complexity: CPU time(4n) / CPU time(n) of ours (< 8 required)", "",
+              "| DP | lengths | " + " | ".join(f"{a} -> {b}" for a, b in pairs) + " |",
+              "|---|---|" + "---|" * len(pairs)]
+    for dp in SCALE_DP:
+        for name in ("lognormal", "pareto", "uniform", "powers of two"):
+            ratios = [times[b, dp, name] / times[a, dp, name] for a, b in pairs]
+            lines.append(f"| {dp} | {name} | " + " | ".join(f"{r:.1f}x" for r in ratios) + " |")
+    return "\n".join(lines)
+
+
+class _Group:
+    """A policy group of `dp` in-process workers that return at once (driver cost only)."""
+
+    def __init__(self, dp: int, returns: str) -> None:
+        self.dp_size, self.returns, self.worker_s = dp, returns, 0.0
+
+    def _run_on_ranks(self, method: str, shards: list[KVBatchMeta]) -> list:
+        t0 = time.perf_counter()
+        if self.returns == "meta":  # the worker wrote its column and hands back the receipt
+            out: list = [s.with_fields("logprobs") for s in shards]
+        else:  # row columns travel back through the driver
+            out = [{"keys": list(s.keys), "logprobs": torch.zeros(len(s))} for s in shards]
+        self.worker_s += time.perf_counter() - t0
+        return out
+
+    @dp_dispatch
+    def get_logprobs(self, batch: BatchedDataDict) -> None:
+        raise RuntimeError("legacy body must not run")
+
+
+def dispatch_table(rows: int, dp: int, repeats: int) -> str:
+    """Driver-side cost of one `dp_dispatch` on the memory-store receipt path (issue 15)."""
+    lengths = _scale_lengths("lognormal", rows, seed=1)
+    meta = _meta(rows, lengths)
+    lines = [
+        f"Driver-side dp_dispatch overhead, {rows} rows, simulated DP {dp} (in-process workers "
+        f"that return at once), median of {repeats}",
+        "",
+        "| workers return | dispatch ms | of which sharding ms | per row us |",
+        "|---|---|---|---|",
+    ]
+    shard_ms, _, _ = _timed(lambda: assign_balanced(list(meta.sequence_lengths), dp), repeats)
+    for returns in ("meta", "row dict"):
+        group = _Group(dp, "meta" if returns == "meta" else "dict")
+        times = []
+        for _ in range(repeats):
+            group.worker_s = 0.0
+            t0 = time.perf_counter()
+            group.get_logprobs(meta)
+            times.append((time.perf_counter() - t0 - group.worker_s) * 1e3)
+        ms = statistics.median(times)
+        lines.append(f"| {returns} | {ms:.0f} | {shard_ms:.0f} | {ms * 1e3 / rows:.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -166,7 +286,16 @@ def main() -> None:
         "--seq", type=int, default=MAX_LEN, help="padded length of the legacy columns"
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024, 4096])
+    parser.add_argument("--scale", action="store_true", help="only the issue-15 scale tables")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dispatch", action="store_true", help="only the dispatch overhead")
     args = parser.parse_args()
+    if args.dispatch:
+        print(dispatch_table(16384, 64, args.repeats))
+        return
+    if args.scale:
+        print(scale_table(args.repeats))
+        return
     print(balance_table(args.rows, args.dp, args.seeds))
     print()
     print(memory_table(args.seq, args.sizes))

@@ -13,7 +13,8 @@ The protocol between the decorator and the driver-side policy group (the engine 
 Input kinds: a `BatchedDataDict` runs the undecorated body untouched (legacy path). One
 `KVBatchMeta` is sharded by `shard_keys_by_seqlen`, fanned out, and row-shaped results are
 put back in the caller's `meta.keys` order. A `list[KVBatchMeta]` (one per rank) is fanned
-out as given and results are concatenated in rank order, never reordered.
+out as given and results are concatenated in rank order, never reordered; a key given twice
+(on two ranks or within one meta) is refused before any worker runs.
 
 Row-shaped results carry their keys: a `KVBatchMeta` (the worker wrote columns to the store),
 or a mapping with a `"keys"` list plus row columns (tensors/lists, one entry per key). Other
@@ -140,6 +141,7 @@ def _plan(self: Any, method: str, data: Any) -> tuple[list[KVBatchMeta], list[in
             f"dp_dispatch({method}): expected BatchedDataDict, KVBatchMeta or list[KVBatchMeta] "
             f"(one per DP rank), got {type(data).__name__}"
         )
+    _refuse_duplicate_keys(method, metas)
     total = sum(len(m) for m in metas)
     if total % dp != 0:
         raise DataIntegrityError(
@@ -150,7 +152,26 @@ def _plan(self: Any, method: str, data: Any) -> tuple[list[KVBatchMeta], list[in
         shards = shard_keys_by_seqlen(data, dp)
         order = [i for shard in shards for i in shard.extra_info[ORIGINAL_INDICES]]
         return shards, order, list(data.keys)
-    return metas, list(range(total)), [k for m in metas for k in m.keys]
+    return metas, list(range(total)), [k for m in metas for k in m.keys]  # the caller's keys
+
+
+def _refuse_duplicate_keys(method: str, metas: Sequence[KVBatchMeta]) -> None:
+    """Raise before any worker runs if a key is on two ranks (or twice in one meta).
+
+    A key on two ranks would be processed twice, and an invariant built from those keys would
+    expect it twice and record ok (issue 15).
+    """
+    ranks_of: dict[str, list[int]] = {}
+    for rank, meta in enumerate(metas):
+        for key in meta.keys:
+            ranks_of.setdefault(key, []).append(rank)
+    dupes = {k: r for k, r in ranks_of.items() if len(r) > 1}
+    if dupes:
+        shown = ", ".join(f"{k!r} on ranks {r}" for k, r in list(dupes.items())[:5])
+        raise DataIntegrityError(
+            f"dp_dispatch({method}): {len(dupes)} key(s) given more than once, so their rows "
+            f"would be processed twice: {shown}; give each row to exactly one rank"
+        )
 
 
 def dp_dispatch(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -305,3 +305,28 @@ def test_caller_order_gather_is_the_inverse() -> None:
     assert dispatch_mod.caller_order_gather(order) == [1, 2, 0]
     with pytest.raises(DataIntegrityError, match="not a permutation"):
         dispatch_mod.caller_order_gather([0, 0])
+
+
+def test_a_key_on_two_ranks_is_refused_before_any_worker_runs() -> None:
+    store = MemoryStore()
+    meta = _rollout(store, [9, 1, 8, 2], [0, 1, 2, 3])
+    group = FakePolicyGroup(2, store)
+    per_rank = [meta.subset([0, 1]), meta.subset([1, 2])]  # uid0_g1 on both ranks
+    with pytest.raises(
+        DataIntegrityError,
+        match=r"dp_dispatch\(get_logprobs\): 1 key\(s\) given more than once, so their rows would "
+        r"be processed twice: 'uid0_g1' on ranks \[0, 1\]",
+    ):
+        group.get_logprobs(per_rank)
+    assert group.rank_inputs == [] and group.records == []  # no worker ran, nothing recorded
+
+
+def test_a_key_twice_within_one_meta_is_refused_even_if_the_meta_was_forged() -> None:
+    store = MemoryStore()
+    meta = _rollout(store, [9, 1, 8, 2], [0, 1, 2, 3])
+    forged = meta.subset([0, 1])
+    object.__setattr__(forged, "keys", (meta.keys[0], meta.keys[0]))  # bypasses __post_init__
+    group = FakePolicyGroup(2, store)
+    with pytest.raises(DataIntegrityError, match=r"'uid0_g0' on ranks \[0, 0\]"):
+        group.get_logprobs([forged, meta.subset([2, 3])])
+    assert group.rank_inputs == []

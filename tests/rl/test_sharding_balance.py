@@ -101,3 +101,51 @@ def test_sharding_a_shard_replaces_its_indices() -> None:
     shard = shard_keys_by_seqlen(_meta([5, 1, 4, 2]), 2)[0]
     inner = shard_keys_by_seqlen(shard, 2)
     assert sorted(i for s in inner for i in s.extra_info["_dp_original_indices"]) == [0, 1]
+
+
+@st.composite
+def wide_batches(draw: st.DrawFn) -> tuple[list[int], int]:
+    """Up to DP 64, with heavy tails: mostly short rows plus a few giants (issue 15)."""
+    dp = draw(st.integers(1, 64))
+    per_rank = draw(st.integers(1, 16))
+    row = st.one_of(st.integers(0, 2000), st.integers(0, 2000), st.integers(10_000, 1_000_000))
+    lengths = draw(st.lists(row, min_size=dp * per_rank, max_size=dp * per_rank))
+    return lengths, dp
+
+
+@settings(max_examples=120, deadline=None)
+@given(wide_batches(), st.sampled_from([None, 0, 1, 7]))
+def test_every_row_once_equal_counts_and_the_bound_at_any_swap_budget(
+    batch: tuple[list[int], int], max_swaps: int | None,
+) -> None:
+    lengths, dp = batch
+    ranks = assign_balanced(lengths, dp, max_swaps=max_swaps)
+    assert len(ranks) == dp and {len(r) for r in ranks} == {len(lengths) // dp}
+    assert sorted(i for r in ranks for i in r) == list(range(len(lengths)))
+    assert all(r == sorted(r) for r in ranks)
+    loads = _loads(ranks, lengths)
+    # The bound needs no swap at all (Lemma 1), so it holds for every budget, even 0.
+    assert dp * max(loads) <= sum(lengths) + (dp - 1) * round_spread_bound(lengths, dp)
+    assert max(loads) <= max(_loads(assign_stride(lengths, dp), lengths))
+    assert max(loads) >= max(lengths)  # a giant row bounds every partition
+
+
+@settings(max_examples=60, deadline=None)
+@given(wide_batches())
+def test_deterministic_across_calls_and_input_types(batch: tuple[list[int], int]) -> None:
+    lengths, dp = batch
+    first = assign_balanced(lengths, dp)
+    assert first == assign_balanced(tuple(lengths), dp) == assign_balanced(list(lengths), dp)
+    assert all(type(i) is int for r in first for i in r)  # plain ints, as before numpy
+
+
+def test_refinement_falls_back_to_a_lighter_rank_when_the_lightest_has_no_swap() -> None:
+    # Loads [12, 13, 15]. Heaviest {10, 5} vs lightest {7, 5}: gains 3, 5, 0 are none in (0, 3).
+    # The middle rank {9, 4} has gain 1 in (0, 2): the swap must come from there.
+    lengths = [7, 5, 9, 4, 10, 5]
+    ranks = _refine([[0, 1], [2, 3], [4, 5]], lengths, 10)
+    assert _loads(ranks, lengths) == [12, 14, 14]
+
+
+def test_empty_batch_gives_empty_ranks() -> None:
+    assert assign_balanced([], 4) == [[], [], [], []]
