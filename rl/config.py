@@ -83,6 +83,7 @@ class PolicyConfig:
     max_seq_len: int | None = None  # sizes the harness plan; the engine pads to prompt + max_new_tokens
     precision: str = "fp32"
     distributed_optimizer: bool = False
+    compile: bool = False  # megatron on a GPU: each layer and the log-prob under torch.compile
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
 
@@ -91,6 +92,7 @@ class GenerationConfig:
     backend: str = "torch"
     tp: int = 1
     colocated: bool = True  # GPU runs: share rank 0's GPU (rl.placement)
+    decode: str = "auto"  # rl.generation.static_decode: "graphs" on a GPU for text models, else "eager"
     max_new_tokens: int = 8
     temperature: float = 1.0
 
@@ -198,6 +200,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "cluster.device": ("cpu", "h100", "h200", "a100"),
     "policy.precision": ("fp32", "bf16"),
     "generation.backend": ("torch", "vllm"),
+    "generation.decode": ("auto", "graphs", "static", "eager"),
     "algorithm.name": ("grpo",),
     "algorithm.baseline": ("leave_one_out", "mean"),
     "algorithm.loss.truncation": (None, "tis", "icepop"),

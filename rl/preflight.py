@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from rl.config import RunConfig, parse_config
+from rl.generation.decode_mode import resolve_decode
 from rl.placement import plan_placement
 
 __all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_file", "importable", "machine_refusals", "main",
@@ -124,11 +125,16 @@ def _model_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
 def _policy_refusals(cfg: RunConfig) -> list[str]:
     """The training backend's own check of the policy keys (the torch backend: data parallel, fp32)."""
     if cfg.policy.backend != "torch":
+        if cfg.policy.compile and cfg.cluster.device == "cpu":
+            from rl.backends.megatron_compile import CPU_REFUSAL
+
+            return [CPU_REFUSAL]
         return []  # megatron's layout rules are checked by the harness plan; its config at setup
     from rl.backends.torch import _check_data_parallel_only  # the backend's one statement of its limits
 
     try:
-        _check_data_parallel_only(asdict(cfg.policy.parallel), cfg.policy.precision, cfg.policy.distributed_optimizer)
+        _check_data_parallel_only(asdict(cfg.policy.parallel), cfg.policy.precision, cfg.policy.distributed_optimizer,
+                                  cfg.policy.compile)
     except ValueError as error:
         return [_one_line(error)]
     return []
@@ -140,6 +146,10 @@ def _generation_refusals(cfg: RunConfig) -> list[str]:
     if backend.max_tp is not None and gen.tp > backend.max_tp:
         return [f"generation.tp: {gen.tp}, but the {gen.backend} generation backend runs each replica "
                 f"unsharded (tp {backend.max_tp}); use generation.tp: {backend.max_tp}"]
+    try:
+        resolve_decode(gen.decode, gpu=cfg.cluster.device != "cpu", vision=cfg.model.modality == "vision")
+    except ValueError as error:
+        return [_one_line(error)]
     return []
 
 

@@ -192,6 +192,7 @@ class Engine:
         from rl.placement import plan_placement
         from rl.models import ImageLayout, build_model
         from rl.tokenizer import load_tokenizer
+        from rl.generation.decode_mode import resolve_decode
         from rl.warm_start import warm_start
         from rl.workers import GenerationWorker, PolicyWorker
         from rl.workers.data_path import LegacyPath, TQPath
@@ -217,8 +218,9 @@ class Engine:
         ranks = [cluster.spawn(PolicyWorker, slot=placement.policy[r], name=f"policy-{r}", role="policy",
                                rank=r, world_size=world, env_keys=env_keys, data_plane=self.store, device=device)
                  for r in range(world)]
+        decode = resolve_decode(cfg.generation.decode, gpu=placement.gpu, vision=cfg.model.modality == "vision")
         gen = cluster.spawn(GenerationWorker, slot=placement.generation, name="generation-0", role="generation",
-                            rank=0, env_keys=env_keys, device=device, precision=cfg.policy.precision)
+                            rank=0, env_keys=env_keys, device=device, precision=cfg.policy.precision, decode=decode)
 
         # While the actors boot, build (and warm-start) the initial weights here.
         model_cfg = asdict(cfg.model)
@@ -235,7 +237,8 @@ class Engine:
                           "optimizer_cfg": asdict(cfg.policy.optimizer),
                           "micro_batch_size": cfg.policy.micro_batch_size,
                           "parallel": asdict(cfg.policy.parallel), "precision": cfg.policy.precision,
-                          "distributed_optimizer": cfg.policy.distributed_optimizer}
+                          "distributed_optimizer": cfg.policy.distributed_optimizer,
+                          "compile": cfg.policy.compile}
         refs = [h.actor.setup.remote(master=master, backend=cfg.policy.backend,
                                      backend_kwargs=backend_kwargs, weights=weights_ref) for h in ranks]
         refs.append(gen.actor.setup.remote(model_cfg=model_cfg, vocab_size=len(tokenizer),

@@ -80,15 +80,30 @@ def _banned_token_ids(model: PreTrainedModel) -> list[int]:
     return [int(getattr(config, f)) for f in ("image_token_id", "video_token_id") if getattr(config, f, None) is not None]
 
 
-def _sample(logits: torch.Tensor, temperature: float, generator: torch.Generator,
-            banned: list[int] | None = None) -> torch.Tensor:
-    if banned:
-        logits = logits.clone()
-        logits[:, banned] = float("-inf")
+def draw_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator,
+                banned: torch.Tensor | None = None) -> torch.Tensor:
+    """One token per row from softmax(logits / temperature); greedy at temperature 0.
+
+    `banned` (a LongTensor of ids on the logits' device) is masked before the draw. On a CUDA
+    device the draw is the exponential race (argmax of p / E, E ~ Exp(1) from `generator`): an
+    exact sample from p like `torch.multinomial`, with fixed shapes and no host sync, so it can be
+    captured in a CUDA graph (rl.generation.static_decode). On the CPU it is `torch.multinomial`.
+    """
+    if banned is not None and banned.numel():
+        logits = logits.index_fill(1, banned, float("-inf"))
     if temperature == 0.0:
         return logits.argmax(dim=-1)
     probs = torch.softmax(logits / temperature, dim=-1)
+    if logits.device.type == "cuda":
+        race = torch.empty_like(probs).exponential_(generator=generator)
+        return (probs / race).argmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def banned_ids(model: PreTrainedModel, device: torch.device | str) -> torch.Tensor | None:
+    """The banned ids of `_banned_token_ids` as a tensor on `device`, or None when there are none."""
+    ids = _banned_token_ids(model)
+    return torch.tensor(ids, dtype=torch.long, device=device) if ids else None
 
 
 @torch.no_grad()
@@ -131,13 +146,13 @@ def generate(
     was_training = model.training
     model.eval()
     cache_kw = _cache_kwarg(model)
-    banned = _banned_token_ids(model)
+    banned = banned_ids(model, device)
     images = image_forward_kwargs(model, prompt_ids, pixel_values, image_grid_thw)
     out = model(input_ids=prompt_ids, use_cache=True, logits_to_keep=1, **images)
     cache = _returned_cache(out)
     for i in range(max_new_tokens):
         logits = out.logits[:, -1].float()
-        tok = _sample(logits, temperature, generator, banned)
+        tok = draw_tokens(logits, temperature, generator, banned)
         tok = torch.where(done, torch.full_like(tok, pad_token_id), tok)
         live[:, i] = (~done).long()
         tokens[:, i] = tok

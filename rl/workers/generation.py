@@ -5,7 +5,9 @@ step's rollouts; `load_weights` / `load_shared` report how long the copy took so
 log `timing/train/refit`. On a GPU it samples on the device in the policy's precision (bf16 for
 a bf16 policy) from a device generator seeded per call, and a colocated refit copies device to
 device out of rank 0's buckets (`rl.refit`); on the CPU the state dict comes through the object
-store.
+store. `decode` (`rl.generation.decode_mode`) picks the loop: "graphs"/"static" sample from a
+static cache (`rl.generation.static_decode`; a refit copies into the same parameter tensors, so
+captured graphs stay valid), "eager" from the model's own cache.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 
 from rl import refit
 from rl.generation import generate
+from rl.generation.static_decode import StaticDecoder
 from rl.models import build_model
 from rl.workers.base import WorkerBase
 
@@ -27,10 +30,12 @@ class GenerationWorker(WorkerBase):
     role = "generation"
 
     def __init__(self, *, name: str, rank: int, env_keys: list[str], device: str = "cpu",
-                 precision: str = "fp32") -> None:
+                 precision: str = "fp32", decode: str = "eager") -> None:
         super().__init__(name=name, rank=rank, env_keys=env_keys, device=device)
         self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+        self.decode = decode
         self.model: Any = None
+        self.decoder: StaticDecoder | None = None
         self.version = -1
 
     def setup(self, *, model_cfg: dict, vocab_size: int, seed: int, weights: dict[str, torch.Tensor]) -> None:
@@ -38,6 +43,8 @@ class GenerationWorker(WorkerBase):
         self.model.load_state_dict(weights)
         self.model.to(device=self.device, dtype=self.dtype)
         self.model.eval()
+        if self.decode != "eager":
+            self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs")
         self.version = 0
 
     def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> float:
@@ -68,12 +75,18 @@ class GenerationWorker(WorkerBase):
                  eos_token_id: int, pad_token_id: int, **images: torch.Tensor) -> dict[str, torch.Tensor]:
         """Rollouts for [B, P] prompts; every random draw comes from a generator seeded with `seed`.
         `images`: a vision-language model's row-aligned `pixel_values` and `image_grid_thw`."""
-        generator = torch.Generator(device=self.device).manual_seed(seed)
-        images = {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
-                  for k, v in images.items()}
-        gen = generate(self.model, prompt_ids.to(self.device), max_new_tokens=max_new_tokens,
-                       temperature=temperature, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
-                       generator=generator, **images)
+        if self.decoder is not None:
+            if images:
+                raise ValueError(f"{self.name}: generation.decode {self.decode} takes text prompts only")
+            gen = self.decoder.generate(prompt_ids, seed=seed, max_new_tokens=max_new_tokens, temperature=temperature,
+                                        eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+        else:
+            generator = torch.Generator(device=self.device).manual_seed(seed)
+            images = {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
+                      for k, v in images.items()}
+            gen = generate(self.model, prompt_ids.to(self.device), max_new_tokens=max_new_tokens,
+                           temperature=temperature, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
+                           generator=generator, **images)
         return refit.to_cpu({"input_ids": gen.input_ids, "attention_mask": gen.attention_mask,
                              "response_mask": gen.response_mask, "gen_logprobs": gen.gen_logprobs,
                              "lengths": gen.lengths, "truncated": gen.truncated,

@@ -65,6 +65,7 @@ READERS: dict[str, tuple[str, str]] = {
     "policy.micro_batch_size": ("rl/run.py", "cfg.policy.micro_batch_size"),
     "policy.precision": ("rl/run.py", "cfg.policy.precision"),
     "policy.distributed_optimizer": ("rl/run.py", "cfg.policy.distributed_optimizer"),
+    "policy.compile": ("rl/run.py", '"compile": cfg.policy.compile'),
     "policy.optimizer.lr": ("rl/backends/torch.py", 'optimizer_cfg["lr"]'),
     "policy.optimizer.weight_decay": ("rl/backends/torch.py", 'optimizer_cfg["weight_decay"]'),
     "policy.optimizer.betas": ("rl/backends/torch.py", 'optimizer_cfg["betas"]'),
@@ -73,6 +74,7 @@ READERS: dict[str, tuple[str, str]] = {
     "generation.backend": ("rl/preflight.py", "GENERATION_BACKENDS[cfg.generation.backend]"),
     "generation.tp": ("rl/preflight.py", "gen.tp > backend.max_tp"),
     "generation.colocated": ("rl/run.py", "colocated=cfg.generation.colocated"),
+    "generation.decode": ("rl/run.py", "resolve_decode(cfg.generation.decode"),
     "generation.max_new_tokens": ("rl/run.py", "cfg.generation.max_new_tokens"),
     "generation.temperature": ("rl/run.py", "cfg.generation.temperature"),
     "algorithm.name": ("rl/config.py", '"algorithm.name": ("grpo",)'),
@@ -106,6 +108,8 @@ READERS: dict[str, tuple[str, str]] = {
 # Leaves the engine honours only in some values: (a value it cannot honour, the refusal's start).
 REFUSED: dict[str, tuple[object, str]] = {
     "generation.tp": (2, "generation.tp: 2, but the torch generation backend"),
+    "generation.decode": ("graphs", "generation.decode: graphs needs a GPU"),
+    "policy.compile": (True, "policy.compile: the torch backend runs eager"),
     "algorithm.name": ("ppo", "algorithm.name: 'ppo' is not one of"),
     "policy.precision": ("bf16", "policy.precision: the torch backend trains in fp32 only"),
     "policy.distributed_optimizer": (True, "policy.distributed_optimizer: the torch backend"),

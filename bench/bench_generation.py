@@ -1,0 +1,123 @@
+"""Generation tokens/s: our decoders against Hugging Face `generate`, same model, batch and call.
+
+    python3 bench/bench_generation.py --model twin --batch 64 --prompt 32 --new 256 --out gen.jsonl
+
+Models: `twin` is the h200x2 twin of recipes/qwen3_5_35b.yaml (its model block, resolved by the
+harness), `dense_1b` / `moe_1b` are bench/megatron_gpu.py's (`--layers full|hybrid`). Weights are
+random (seeded) in bf16 on the GPU; every variant samples at temperature 1 with no eos (each row
+makes exactly `--new` tokens), so tokens/s = batch x new / seconds, the median of `--repeats`
+timed calls after one untimed call (which pays HF's `torch.compile` or our graph capture: its
+seconds are reported as `first_s`). Variants:
+
+  ours_graphs  rl.generation.static_decode.StaticDecoder, decode step replayed from a CUDA graph
+  ours_static  the same loop without the graph
+  ours_eager   rl.generation.sampler.generate (the model's growing cache, one host sync a token)
+  hf_static    model.generate(cache_implementation="static"): HF compiles the decode forward
+  hf_dynamic   model.generate() with its default cache
+
+One JSON line per variant (and `ratio_vs_hf_static` on ours_graphs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+VARIANTS = ("ours_graphs", "ours_static", "ours_eager", "hf_static", "hf_dynamic")
+
+
+def model_config(name: str, layers: str) -> tuple[dict, int]:
+    """(model block, vocab size) of a bench model."""
+    if name == "twin":
+        from harness.recipe.load import load_recipe
+        from rl.tokenizer import load_tokenizer
+
+        model = load_recipe(ROOT / "recipes" / "qwen3_5_35b.yaml", scale="h200x2").data["model"]
+        return {"family": model["family"], "config": dict(model["config"])}, len(load_tokenizer(model["tokenizer"]))
+    from megatron_gpu import model_cfg
+
+    cfg = model_cfg(name, layers)
+    return cfg, int(cfg["config"].get("vocab_size", 151936))
+
+
+def timed(fn, repeats: int) -> tuple[float, float]:
+    """(first call s, median of the timed calls s), each ending in a device sync."""
+    def once() -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    first = once()
+    return first, statistics.median(once() for _ in range(repeats))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="twin", choices=["twin", "dense_1b", "moe_1b"])
+    p.add_argument("--layers", default="hybrid", choices=["full", "hybrid"])
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--prompt", type=int, default=32)
+    p.add_argument("--new", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+
+    from rl.generation import generate
+    from rl.generation.static_decode import StaticDecoder
+    from rl.models import build_model
+
+    model_block, vocab = model_config(args.model, args.layers)
+    model = build_model(model_block, vocab_size=vocab, seed=0).to("cuda", torch.bfloat16).eval()
+    prompt = torch.randint(3, vocab, (args.batch, args.prompt), generator=torch.Generator().manual_seed(0)).cuda()
+    mask = torch.ones_like(prompt)
+    ours = dict(max_new_tokens=args.new, temperature=1.0, eos_token_id=-1, pad_token_id=0)
+    hf = dict(attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=args.new,
+              eos_token_id=None, pad_token_id=0)
+    graphs, static = StaticDecoder(model, use_graphs=True), StaticDecoder(model, use_graphs=False)
+    runs = {
+        "ours_graphs": lambda: graphs.generate(prompt, seed=1, **ours),
+        "ours_static": lambda: static.generate(prompt, seed=1, **ours),
+        "ours_eager": lambda: generate(model, prompt, generator=torch.Generator("cuda").manual_seed(1), **ours),
+        "hf_static": lambda: model.generate(prompt, cache_implementation="static", **hf),
+        "hf_dynamic": lambda: model.generate(prompt, **hf),
+    }
+    params = sum(t.numel() for t in model.parameters())
+    results = {}
+    for name in args.variants.split(","):
+        with torch.no_grad():
+            try:
+                first, median = timed(runs[name], args.repeats)
+            except Exception as error:  # noqa: BLE001 - a variant that fails is reported, the rest still run
+                results[name] = dict(variant=name, error=f"{type(error).__name__}: {str(error).splitlines()[0][:300]}")
+                print(json.dumps(results[name]), flush=True)
+                continue
+        results[name] = dict(variant=name, model=args.model, layers=args.layers, params=params, batch=args.batch,
+                             prompt=args.prompt, new=args.new, first_s=round(first, 3), seconds=round(median, 4),
+                             tokens_per_sec=round(args.batch * args.new / median, 1),
+                             device=torch.cuda.get_device_name(), torch=torch.__version__,
+                             date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        print(json.dumps(results[name]), flush=True)
+    if "tokens_per_sec" in results.get("ours_graphs", {}) and "tokens_per_sec" in results.get("hf_static", {}):
+        ratio = results["ours_graphs"]["tokens_per_sec"] / results["hf_static"]["tokens_per_sec"]
+        results["ours_graphs"]["ratio_vs_hf_static"] = round(ratio, 2)
+        print(json.dumps({"ratio_vs_hf_static": round(ratio, 2), "model": args.model, "batch": args.batch}), flush=True)
+    if args.out:
+        with open(args.out, "a") as f:
+            for r in results.values():
+                f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
