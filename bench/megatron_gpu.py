@@ -110,11 +110,8 @@ def main() -> None:
         model_cfg=cfg, vocab_size=vocab, micro_batch_size=args.mbs, weights=weights, seed=0,
         optimizer_cfg=dict(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
         parallel=dict(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp), precision=args.precision,
-        distributed_optimizer=args.distributed_optimizer)
+        distributed_optimizer=args.distributed_optimizer, compile=args.compile_layers)
     build_s = time.perf_counter() - t0
-    if args.compile_layers:
-        for layer in backend.gpt.decoder.layers:
-            layer.forward = torch.compile(layer.forward)
     data = batch(args.rows * backend.dp_size, args.seq, vocab, seed=1)
     share = slice(backend.dp_rank * args.rows, (backend.dp_rank + 1) * args.rows)
     mine = {k: v[share] for k, v in data.items()}

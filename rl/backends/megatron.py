@@ -47,6 +47,7 @@ from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker  # 
 megatron_shims.portable_tensor_pickles()
 
 from rl.algorithms.loss import LossConfig  # noqa: E402
+from rl.backends import megatron_compile as mcomp  # noqa: E402
 from rl.backends import megatron_config as mcfg  # noqa: E402
 from rl.backends import megatron_context as mctx  # noqa: E402
 from rl.backends import megatron_pipeline as mpipe  # noqa: E402
@@ -125,11 +126,15 @@ class MegatronBackend:
         precision: "fp32" or "bf16" (bf16 params through megatron's Float16Module, fp32 main
             weights in the optimizer).
         distributed_optimizer: shard optimizer state over the data-parallel group.
+        compile: `policy.compile` (GPU only): layers and log-prob under torch.compile
+            (`rl.backends.megatron_compile`).
     """
 
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: dict, micro_batch_size: int,
                  weights: dict[str, torch.Tensor], seed: int, parallel: dict | None = None,
-                 precision: str = "fp32", distributed_optimizer: bool = False) -> None:
+                 precision: str = "fp32", distributed_optimizer: bool = False, compile: bool = False) -> None:
+        if compile and megatron_shims.on_cpu():
+            raise ValueError(mcomp.CPU_REFUSAL)
         if precision not in PRECISIONS:
             raise ValueError(f"policy.precision: {precision!r} is not one of {sorted(PRECISIONS)}")
         if distributed_optimizer and megatron_shims.on_cpu():
@@ -156,6 +161,12 @@ class MegatronBackend:
                              "policy.parallel.pp > 1 (the first and last stages would share a weight)")
         self.gpt = self._build(weights)
         self.reference_gpt = self._build(weights).requires_grad_(False)
+        # policy.compile: fused layers; with tp 1 the log-prob reads bf16 logits (megatron_compile)
+        self.fused_logprobs = compile and self.parallel.tp == 1
+        self._logits_kwargs = {"fp32_output": False} if self.fused_logprobs and self.config.bf16 else {}
+        if compile:
+            mcomp.compile_layers(self.gpt)
+            mcomp.compile_layers(self.reference_gpt)
         self.model = self._wrap(self.gpt)
         self.reference = self._wrap(self.reference_gpt).eval()
         ddp_config = DistributedDataParallelConfig(
@@ -287,7 +298,10 @@ class MegatronBackend:
         (the HF `token_logprobs` contract); whole rows are gathered over CP. On the logits' device:
         the loss is computed there, and only `logprobs` answers come back to the CPU."""
         rows, length = mask.shape
-        next_lp = -tensor_parallel.vocab_parallel_cross_entropy(logits.float().contiguous(), labels)
+        if self.fused_logprobs:
+            next_lp = mcomp.compiled_next_token_logprobs(logits, labels)
+        else:
+            next_lp = -tensor_parallel.vocab_parallel_cross_entropy(logits.float().contiguous(), labels)
         next_lp = mctx.gather_tokens(next_lp, total)
         lp = next_lp[:, : length - 1] * mask[:, 1:].to(next_lp.device, torch.float32)
         return torch.cat([lp.new_zeros(rows, 1), lp], dim=1)
@@ -296,7 +310,7 @@ class MegatronBackend:
                           images: dict[str, torch.Tensor]) -> torch.Tensor:
         """[B, T] log-probs of rows `ids` through `model` (no pipeline)."""
         inputs, labels, total = self._inputs(ids, mask, images)
-        return self._logprobs_of(model(**inputs), labels, total, mask)
+        return self._logprobs_of(model(**inputs, **self._logits_kwargs), labels, total, mask)
 
     @property
     def vl_model(self) -> mvis.VisionLanguageModel:

@@ -45,7 +45,8 @@ def micro_batches(columns: dict[str, torch.Tensor], size: int) -> list[tuple[dic
     return out
 
 
-def _check_data_parallel_only(parallel: dict | None, precision: str, distributed_optimizer: bool) -> None:
+def _check_data_parallel_only(parallel: dict | None, precision: str, distributed_optimizer: bool,
+                              compile: bool = False) -> None:
     model_parallel = {k: v for k, v in (parallel or {}).items() if k in ("tp", "pp", "cp", "ep", "etp") and v != 1}
     if model_parallel:
         raise ValueError(f"policy.parallel: the torch backend is data parallel only, got {model_parallel}; "
@@ -54,6 +55,8 @@ def _check_data_parallel_only(parallel: dict | None, precision: str, distributed
         raise ValueError(f"policy.precision: the torch backend trains in fp32 only, got {precision!r}")
     if distributed_optimizer:
         raise ValueError("policy.distributed_optimizer: the torch backend has no distributed optimizer")
+    if compile:
+        raise ValueError("policy.compile: the torch backend runs eager; use policy.backend: megatron")
 
 
 def micro_batch_loss(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,
@@ -113,8 +116,8 @@ class TorchBackend:
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: dict,
                  micro_batch_size: int, weights: dict[str, torch.Tensor], seed: int,
                  parallel: dict | None = None, precision: str = "fp32",
-                 distributed_optimizer: bool = False, device: str = "cpu") -> None:
-        _check_data_parallel_only(parallel, precision, distributed_optimizer)
+                 distributed_optimizer: bool = False, device: str = "cpu", compile: bool = False) -> None:
+        _check_data_parallel_only(parallel, precision, distributed_optimizer, compile)
         self.device = torch.device(device)
         if self.device.type == "cuda":
             torch.use_deterministic_algorithms(True, warn_only=True)

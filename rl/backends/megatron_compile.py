@@ -1,0 +1,37 @@
+"""`policy.compile` for the megatron backend: each transformer layer, and the token log-prob, under
+`torch.compile`.
+
+Why: without Transformer Engine megatron's local layer spec runs its norms, rotary and gating as
+many small kernels launched from Python, and an eager 1-GPU step is bound by the host (profile in
+docs/benchmarks.md). Compiled, each layer's elementwise work fuses. The log-prob is the other
+half: eager, megatron upcasts the whole [B, T, V] logits to fp32 (Float16Module's fp32 output,
+then the cross-entropy's own copies); compiled with `tp == 1` it reads the bf16 logits once and
+does the log-sum-exp in fp32 in one fused pass (`next_token_logprobs`), so the model is asked for
+its logits in bf16 (`fp32_output=False`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+CPU_REFUSAL = "policy.compile: torch.compile of the megatron layers needs a GPU (cluster.device is cpu); set it false"
+
+
+def next_token_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """log p(labels) under `logits` [..., V] (any float dtype), fp32 math: logit - logsumexp."""
+    picked = logits.gather(-1, labels.unsqueeze(-1)).squeeze(-1).float()
+    return picked - torch.logsumexp(logits.float(), dim=-1)
+
+
+compiled_next_token_logprobs = torch.compile(next_token_logprobs, dynamic=None)
+
+
+def compile_layers(model: torch.nn.Module) -> int:
+    """Put every transformer layer's forward of a GPTModel (or a VL model's language model) under
+    torch.compile; returns how many. The modules keep their parameters (refit and checkpoints
+    see the same tensors)."""
+    language = getattr(model, "language_model", model)
+    layers = language.decoder.layers
+    for layer in layers:
+        layer.forward = torch.compile(layer.forward, dynamic=None)
+    return len(layers)
