@@ -106,6 +106,16 @@ def banned_ids(model: PreTrainedModel, device: torch.device | str) -> torch.Tens
     return torch.tensor(ids, dtype=torch.long, device=device) if ids else None
 
 
+def check_request(prompt_ids: torch.Tensor, max_new_tokens: int, temperature: float) -> None:
+    """The arguments every decoding loop refuses, one line naming the key."""
+    if prompt_ids.dim() != 2 or prompt_ids.shape[1] == 0:
+        raise ValueError(f"prompt_ids must be [B, P] with P > 0, got {tuple(prompt_ids.shape)}")
+    if max_new_tokens < 1:
+        raise ValueError(f"generation.max_new_tokens must be >= 1, got {max_new_tokens}")
+    if temperature < 0:
+        raise ValueError(f"generation.temperature must be >= 0, got {temperature}")
+
+
 @torch.no_grad()
 def generate(
     model: PreTrainedModel,
@@ -130,12 +140,7 @@ def generate(
     Returns:
         A `Generation`; rows that hit eos are pad (and masked) afterwards.
     """
-    if prompt_ids.dim() != 2 or prompt_ids.shape[1] == 0:
-        raise ValueError(f"prompt_ids must be [B, P] with P > 0, got {tuple(prompt_ids.shape)}")
-    if max_new_tokens < 1:
-        raise ValueError(f"generation.max_new_tokens must be >= 1, got {max_new_tokens}")
-    if temperature < 0:
-        raise ValueError(f"generation.temperature must be >= 0, got {temperature}")
+    check_request(prompt_ids, max_new_tokens, temperature)
     B, P = prompt_ids.shape
     device = prompt_ids.device
     tokens = torch.full((B, max_new_tokens), pad_token_id, dtype=torch.long, device=device)

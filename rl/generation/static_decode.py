@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, StaticCache
 
-from rl.generation.sampler import Generation, _cache_kwarg, banned_ids, draw_tokens
+from rl.generation.sampler import Generation, _cache_kwarg, banned_ids, check_request, draw_tokens
 from rl.models.logprobs import gather_logprobs
 
 SYNC_EVERY = 8  # tokens between host checks for "every row has ended"
@@ -80,12 +80,7 @@ class StaticDecoder:
     def generate(self, prompt_ids: torch.Tensor, *, max_new_tokens: int, temperature: float,
                  eos_token_id: int, pad_token_id: int, seed: int) -> Generation:
         """Same contract as `rl.generation.sampler.generate`, every draw from a generator seeded with `seed`."""
-        if prompt_ids.dim() != 2 or prompt_ids.shape[1] == 0:
-            raise ValueError(f"prompt_ids must be [B, P] with P > 0, got {tuple(prompt_ids.shape)}")
-        if max_new_tokens < 1:
-            raise ValueError(f"generation.max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"generation.temperature must be >= 0, got {temperature}")
+        check_request(prompt_ids, max_new_tokens, temperature)
         B, P = prompt_ids.shape
         Bb = batch_bucket(B) if self.use_graphs else B  # buckets share graphs; without one, no padding
         prompt = prompt_ids.to(self.device)
