@@ -1,0 +1,78 @@
+"""Self-test a judged run's checks: can each of them fail, and by how small a change?
+
+A check that no perturbation fails by its own comparison is `cannot fail`: it reads as coverage
+and gives none. Failing closed (NaN, truncation, a missing metric) does not count, since the
+evaluator's guards fail every check that way. One that only gross changes fail is `weak`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from harness.checks.judge import Judgement
+from harness.checks.verdict import Verdict
+from harness.selftest.probes import probe_for
+from harness.selftest.trials import Trial, trials_for
+
+OK, WEAK, CANNOT_FAIL, FAILS_AS_IS, UNTESTED = "ok", "weak", "cannot fail", "fails as is", "untested"
+PROBLEMS = (CANNOT_FAIL, UNTESTED)  # what makes `--self-test` exit 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckSelfTest:
+    """What the perturbations did to one check; status is one of the five above."""
+
+    name: str
+    kind: str
+    status: str
+    trials: tuple[Trial, ...] = ()
+
+    @property
+    def kills(self) -> list[Trial]:
+        return [t for t in self.trials if t.kills]
+
+    def summary(self) -> str:
+        """Which perturbations fail the check, own kills first; one line."""
+        if self.status == FAILS_AS_IS:
+            return "the check fails on the run as it is"
+        if self.status == UNTESTED:
+            return f"no perturbation applies to a {self.kind} check"
+        closed = sorted({t.perturbation for t in self.trials if t.outcome == "fails closed"})
+        guards = f"fails closed: {', '.join(closed)}" if closed else "no guard fails it"
+        if not self.kills:
+            return f"no perturbation fails it by its own comparison ({guards})"
+        lead = "fails only grossly: " if self.status == WEAK else "fails: "
+        return lead + ", ".join(t.label() for t in self.kills) + f"; {guards}"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "status": self.status, "summary": self.summary(),
+                "trials": [t.to_json() for t in self.trials]}
+
+
+def classify(trials: list[Trial]) -> str:
+    kills = [t for t in trials if t.kills]
+    if not kills:
+        return CANNOT_FAIL
+    return WEAK if all(t.gross for t in kills) else OK
+
+
+def self_test_verdict(verdict: Verdict, judgement: Judgement, sd: Mapping[str, float]) -> CheckSelfTest:
+    if not verdict.ok:
+        return CheckSelfTest(name=verdict.name, kind=verdict.kind, status=FAILS_AS_IS)
+    probe = probe_for(verdict, judgement)
+    if probe is None:
+        return CheckSelfTest(name=verdict.name, kind=verdict.kind, status=UNTESTED)
+    records = judgement.invariant_records or []
+    trials = trials_for(probe, kind=verdict.kind, name=verdict.name, reads=verdict.metrics,
+                        metrics=judgement.metrics, records=records, sd=sd)
+    return CheckSelfTest(name=verdict.name, kind=verdict.kind, status=classify(trials), trials=tuple(trials))
+
+
+def self_test(judgement: Judgement, *, sd: Mapping[str, float] | None = None) -> list[CheckSelfTest]:
+    """One self-test per verdict of the judgement, in its order.
+
+    Args:
+        sd: metric -> run-to-run standard deviation (noise.run_to_run_sd), to state shifts in it.
+    """
+    return [self_test_verdict(verdict, judgement, sd or {}) for verdict in judgement.verdicts]
