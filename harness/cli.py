@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="resolve, validate and plan every recipe under the paths")
     validate.add_argument("paths", nargs="*", default=["recipes"], help="files or folders (default: recipes)")
+    validate.add_argument("--self-test", dest="self_test", action="store_true",
+                          help="self-test each thresholds file on the recorded runs its checks' why cites")
+    validate.add_argument("--history", default="runs/history.sqlite",
+                          help="history database, for margins in run-to-run standard deviations (default %(default)s)")
 
     check = sub.add_parser("check", help="judge a run dir (or a metrics file) against thresholds")
     check.add_argument("run_dir", help="a run dir, or a metrics file (metrics.jsonl, reference JSON)")

@@ -12,24 +12,24 @@ from harness.metrics import Metrics
 from harness.selftest.domains import Domain
 
 
-def _with(metrics: Metrics, name: str, series: dict[int, float] | None) -> Metrics:
-    """metrics with one series replaced (None: removed); the others are shared, not copied."""
-    rows = dict(metrics.series)
-    if series is None:
-        del rows[name]
-    else:
-        rows[name] = series
-    return Metrics(series=rows, source=metrics.source)
+def _clipped(series: dict[int, float], values: list[float], domain: Domain) -> dict[int, float]:
+    """The series' steps with `values` pulled into the domain (NaN compares false and stays NaN)."""
+    low, high = domain.low, domain.high
+    if low > -math.inf or high < math.inf:
+        values = [low if v < low else high if v > high else v for v in values]
+    return dict(zip(series, values))
 
 
 def shifted(metrics: Metrics, name: str, by: float, domain: Domain) -> Metrics:
     """Every value of `name` moved by `by`, kept inside the metric's domain."""
-    return _with(metrics, name, {step: domain.clip(value + by) for step, value in metrics[name].items()})
+    series = metrics[name]
+    return metrics.replacing(name, _clipped(series, [v + by for v in series.values()], domain))
 
 
 def scaled(metrics: Metrics, name: str, factor: float, domain: Domain) -> Metrics:
     """Every value of `name` multiplied by `factor` (>= 0), kept inside the metric's domain."""
-    return _with(metrics, name, {step: domain.clip(value * factor) for step, value in metrics[name].items()})
+    series = metrics[name]
+    return metrics.replacing(name, _clipped(series, [v * factor for v in series.values()], domain))
 
 
 def first_finite(series: dict[int, float]) -> float | None:
@@ -40,17 +40,17 @@ def flat(metrics: Metrics, name: str) -> Metrics:
     """`name` frozen at its first finite value: a metric that never moved (a run that did nothing)."""
     value = first_finite(metrics[name])
     assert value is not None, "flat() needs a finite value; the caller checks"
-    return _with(metrics, name, dict.fromkeys(metrics[name], value))
+    return metrics.replacing(name, dict.fromkeys(metrics[name], value))
 
 
 def with_nan(metrics: Metrics, name: str, step: int) -> Metrics:
     """`name` is NaN at one step."""
-    return _with(metrics, name, {**metrics[name], step: math.nan})
+    return metrics.replacing(name, {**metrics[name], step: math.nan})
 
 
 def removed(metrics: Metrics, name: str) -> Metrics:
     """The run never logged `name`."""
-    return _with(metrics, name, None)
+    return metrics.replacing(name, None)
 
 
 def half_step(metrics: Metrics) -> int:

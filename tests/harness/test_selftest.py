@@ -65,16 +65,16 @@ def test_a_lower_bound_at_the_edge_of_a_non_negative_metric_cannot_fail():
     x_min = tests["x_min"]
     assert x_min.status == OK
     shift = next(t for t in x_min.kills if t.perturbation == "shift")
-    assert shift.amount == pytest.approx(-0.1, rel=1e-5)
+    assert shift.amount == pytest.approx(-0.1, rel=1e-3)
 
 
 def test_the_smallest_failing_shift_and_its_size_in_run_to_run_deviations():
     tests = by_name(judged({"reward_final": "mean(train/reward, -5) > 0.5"}, {"train/reward": [0.8] * STEPS}),
                     sd={"train/reward": 0.1})
     shift = next(t for t in tests["reward_final"].kills if t.perturbation == "shift")
-    assert shift.amount == pytest.approx(-0.3, rel=1e-5) and shift.sigmas == pytest.approx(3.0, rel=1e-5)
+    assert shift.amount == pytest.approx(-0.3, rel=1e-3) and shift.sigmas == pytest.approx(3.0, rel=1e-3)
     scale = next(t for t in tests["reward_final"].kills if t.perturbation == "scale")
-    assert scale.amount == pytest.approx(0.625, rel=1e-5)
+    assert scale.amount == pytest.approx(0.625, rel=1e-3)
     assert "shift train/reward -0.3 (3 sd)" in tests["reward_final"].summary()
 
 
