@@ -9,14 +9,15 @@ the threshold. Only a failure by the check's own logic proves that the check can
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.checks.completion import check_completion
 from harness.checks.invariants import check_invariants
 from harness.checks.judge import Judgement, judge_threshold
 from harness.checks.verdict import Verdict
 from harness.metrics import Metrics
-from harness.thresholds import ThresholdCheck
+from harness.thresholds import Expr, ThresholdCheck, metric_names, unparse
+from harness.thresholds.tree import BoolOp
 
 HOLDS, FAILS, CLOSED = "holds", "fails", "fails closed"
 RANK = {FAILS: 2, CLOSED: 1, HOLDS: 0}  # which outcome says most about a check
@@ -55,13 +56,41 @@ def invariant_probe(name: str, required: tuple[str, ...]) -> Probe:
     return probe
 
 
-def probe_for(verdict: Verdict, judgement: Judgement) -> Probe | None:
-    """How to judge this (passing) verdict again; None for a verdict no perturbation reaches."""
+@dataclass(frozen=True)
+class Target:
+    """What to perturb: a check, or one part of a check that is a conjunction.
+
+    A part is tested on its own because `a and b` fails whenever b fails: a part `a` that cannot
+    fail would hide behind b and read as coverage. text: the part's expression (None: the whole).
+    """
+
+    probe: Probe
+    reads: tuple[str, ...]
+    text: str | None = None
+
+
+def conjuncts(tree: Expr) -> list[Expr]:
+    """The parts of an `and` chain (the tree itself when it is not one)."""
+    if isinstance(tree, BoolOp) and tree.op == "and":
+        return conjuncts(tree.left) + conjuncts(tree.right)
+    return [tree]
+
+
+def _threshold_targets(check: ThresholdCheck, expected_steps: int | None) -> list[Target]:
+    parts = conjuncts(check.tree)
+    if len(parts) == 1:
+        return [Target(threshold_probe(check, expected_steps), metric_names(check.tree))]
+    return [Target(threshold_probe(replace(check, tree=part, expr=unparse(part)), expected_steps),
+                   metric_names(part), unparse(part)) for part in parts]
+
+
+def targets_for(verdict: Verdict, judgement: Judgement) -> list[Target]:
+    """How to judge this (passing) verdict again; [] for a verdict no perturbation reaches."""
     if verdict.kind == "threshold":
         check = next((c for c in judgement.thresholds if c.name == verdict.name), None)
-        return None if check is None else threshold_probe(check, judgement.expected_steps)
+        return [] if check is None else _threshold_targets(check, judgement.expected_steps)
     if verdict.kind == "completion" and judgement.status is not None and judgement.expected_steps is not None:
-        return completion_probe(judgement.status, judgement.expected_steps)
+        return [Target(completion_probe(judgement.status, judgement.expected_steps), ())]
     if verdict.kind == "invariant" and judgement.invariant_records is not None:
-        return invariant_probe(verdict.name, judgement.required_invariants)
-    return None
+        return [Target(invariant_probe(verdict.name, judgement.required_invariants), ())]
+    return []

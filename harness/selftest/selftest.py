@@ -2,7 +2,8 @@
 
 A check that no perturbation fails by its own comparison is `cannot fail`: it reads as coverage
 and gives none. Failing closed (NaN, truncation, a missing metric) does not count, since the
-evaluator's guards fail every check that way. One that only gross changes fail is `weak`.
+evaluator's guards fail every check that way. One that only gross changes fail is `weak`. A
+conjunction is as strong as its weakest part: each part is tested on its own.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from harness.checks.judge import Judgement
 from harness.checks.verdict import Verdict
-from harness.selftest.probes import probe_for
+from harness.selftest.probes import targets_for
 from harness.selftest.trials import Trial, trials_for
 
 OK, WEAK, CANNOT_FAIL, FAILS_AS_IS, UNTESTED = "ok", "weak", "cannot fail", "fails as is", "untested"
@@ -21,12 +22,16 @@ PROBLEMS = (CANNOT_FAIL, UNTESTED)  # what makes `--self-test` exit 1
 
 @dataclass(frozen=True, kw_only=True)
 class CheckSelfTest:
-    """What the perturbations did to one check; status is one of the five above."""
+    """What the perturbations did to one check; status is one of the five above.
+
+    parts: for a conjunction, `expression: status` of each part that is not ok.
+    """
 
     name: str
     kind: str
     status: str
     trials: tuple[Trial, ...] = ()
+    parts: tuple[str, ...] = ()
 
     @property
     def kills(self) -> list[Trial]:
@@ -40,14 +45,15 @@ class CheckSelfTest:
             return f"no perturbation applies to a {self.kind} check"
         closed = sorted({t.perturbation for t in self.trials if t.outcome == "fails closed"})
         guards = f"fails closed: {', '.join(closed)}" if closed else "no guard fails it"
+        parts = "".join(f"part {part}; " for part in self.parts)
         if not self.kills:
-            return f"no perturbation fails it by its own comparison ({guards})"
+            return f"{parts}no perturbation fails it by its own comparison ({guards})"
         lead = "fails only grossly: " if self.status == WEAK else "fails: "
-        return lead + ", ".join(t.label() for t in self.kills) + f"; {guards}"
+        return parts + lead + ", ".join(dict.fromkeys(t.label() for t in self.kills)) + f"; {guards}"
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "status": self.status, "summary": self.summary(),
-                "trials": [t.to_json() for t in self.trials]}
+                "parts": list(self.parts), "trials": [t.to_json() for t in self.trials]}
 
 
 def classify(trials: list[Trial]) -> str:
@@ -57,16 +63,26 @@ def classify(trials: list[Trial]) -> str:
     return WEAK if all(t.gross for t in kills) else OK
 
 
+_WORST = (CANNOT_FAIL, WEAK, OK)
+
+
 def self_test_verdict(verdict: Verdict, judgement: Judgement, sd: Mapping[str, float]) -> CheckSelfTest:
     if not verdict.ok:
         return CheckSelfTest(name=verdict.name, kind=verdict.kind, status=FAILS_AS_IS)
-    probe = probe_for(verdict, judgement)
-    if probe is None:
+    targets = targets_for(verdict, judgement)
+    if not targets:
         return CheckSelfTest(name=verdict.name, kind=verdict.kind, status=UNTESTED)
     records = judgement.invariant_records or []
-    trials = trials_for(probe, kind=verdict.kind, name=verdict.name, reads=verdict.metrics,
-                        metrics=judgement.metrics, records=records, sd=sd)
-    return CheckSelfTest(name=verdict.name, kind=verdict.kind, status=classify(trials), trials=tuple(trials))
+    trials: list[Trial] = []
+    statuses = []
+    for target in targets:
+        tried = trials_for(target.probe, kind=verdict.kind, name=verdict.name, reads=target.reads,
+                           metrics=judgement.metrics, records=records, sd=sd)
+        trials += tried
+        statuses.append((target.text, classify(tried)))
+    status = min((status for _, status in statuses), key=_WORST.index)
+    parts = tuple(f"{text}: {part}" for text, part in statuses if text is not None and part != OK)
+    return CheckSelfTest(name=verdict.name, kind=verdict.kind, status=status, trials=tuple(trials), parts=parts)
 
 
 def self_test(judgement: Judgement, *, sd: Mapping[str, float] | None = None) -> list[CheckSelfTest]:

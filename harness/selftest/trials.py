@@ -97,7 +97,7 @@ def scale_trial(probe: Probe, metrics: Metrics, records: list[dict], name: str) 
     if up is not None:
         factors.append(1.0 + up)
     if not factors:
-        return Trial(perturbation="scale", outcome=HOLDS, metric=name, detail="(no factor from 0 to 1e6 fails)")
+        return Trial(perturbation="scale", outcome=HOLDS, metric=name, detail="(no factor from 0 to 1e12 fails)")
     factor = min(factors, key=lambda k: math.inf if k <= 0 else abs(math.log(k)))
     return Trial(perturbation="scale", outcome=FAILS, metric=name, amount=factor,
                  gross=not 1.0 / GROSS <= factor <= GROSS)

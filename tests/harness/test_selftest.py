@@ -15,7 +15,8 @@ from harness.checks.invariants import check_invariants
 from harness.checks.judge import Judgement, threshold_verdicts
 from harness.cli import main
 from harness.metrics import Metrics
-from harness.selftest import CANNOT_FAIL, FAILS_AS_IS, OK, WEAK, self_test
+from harness.history import HistoryRow, append
+from harness.selftest import CANNOT_FAIL, FAILS_AS_IS, OK, WEAK, run_to_run_sd, self_test
 from harness.thresholds import ThresholdCheck, load_thresholds, parse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,6 +62,10 @@ def test_a_lower_bound_at_the_edge_of_a_non_negative_metric_cannot_fail():
     assert tests["reward_max"].status == CANNOT_FAIL  # rewards are 0 or 1
     assert "no perturbation fails it by its own comparison (fails closed: nan, removed, truncated)" in \
         tests["kl_min"].summary()
+    # hidden in a conjunction whose other part can fail, it is still found
+    hidden = by_name(judged({"both": "max(x) < 3 and min(train/gen_kl_error) >= 0"}, series))["both"]
+    assert hidden.status == CANNOT_FAIL
+    assert hidden.summary().startswith("part min(train/gen_kl_error) >= 0: cannot fail; fails: shift x +1")
     # the same bound on a metric of unknown domain is failed by a shift below zero
     x_min = tests["x_min"]
     assert x_min.status == OK
@@ -151,3 +156,13 @@ def test_check_self_test_exits_1_naming_a_planted_unfailable_check(tmp_path, cap
     result = json.loads((planted / "result.json").read_text())
     assert {t["name"]: t["status"] for t in result["self_test"]}["kl_nonneg"] == CANNOT_FAIL
     assert not math.isnan(result["self_test"][1]["trials"][0]["amount"])
+
+
+def test_run_to_run_deviation_comes_from_the_recipes_passing_runs_in_the_history(tmp_path):
+    db = tmp_path / "history.sqlite"
+    for reward, verdict in ((0.6, "pass"), (0.7, "pass"), (0.8, "pass"), (0.0, "fail")):
+        append(db, HistoryRow(time="2026-11-30T00:00:00", suite="s", entry="e", recipe="r", recipe_path="r.yaml",
+                              commit_sha=None, hardware="cpu", verdict=verdict, final_reward=reward, tokens_per_s=500.0))
+    assert run_to_run_sd(db, recipe="r", hardware="cpu") == {"train/reward": pytest.approx(0.1)}  # 500 x 3: no spread
+    assert run_to_run_sd(db, recipe="other", hardware="cpu") == {}
+    assert run_to_run_sd(tmp_path / "none.sqlite", recipe="r", hardware="cpu") == {}
