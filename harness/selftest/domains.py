@@ -17,16 +17,10 @@ from fnmatch import fnmatchcase
 
 @dataclass(frozen=True)
 class Domain:
+    """[low, high]: every value the metric can take."""
+
     low: float = -math.inf
     high: float = math.inf
-
-    def clip(self, value: float) -> float:
-        """value pulled into [low, high]; NaN compares false and stays NaN (never hidden)."""
-        if value < self.low:
-            return self.low
-        if value > self.high:
-            return self.high
-        return value
 
 
 UNBOUNDED = Domain()

@@ -48,7 +48,7 @@ class CheckSelfTest:
         parts = "".join(f"part {part}; " for part in self.parts)
         if not self.kills:
             return f"{parts}no perturbation fails it by its own comparison ({guards})"
-        lead = "fails only grossly: " if self.status == WEAK else "fails: "
+        lead = "failed only grossly by " if self.status == WEAK else "failed by "
         return parts + lead + ", ".join(dict.fromkeys(t.label() for t in self.kills)) + f"; {guards}"
 
     def to_json(self) -> dict:

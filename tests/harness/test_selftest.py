@@ -65,7 +65,7 @@ def test_a_lower_bound_at_the_edge_of_a_non_negative_metric_cannot_fail():
     # hidden in a conjunction whose other part can fail, it is still found
     hidden = by_name(judged({"both": "max(x) < 3 and min(train/gen_kl_error) >= 0"}, series))["both"]
     assert hidden.status == CANNOT_FAIL
-    assert hidden.summary().startswith("part min(train/gen_kl_error) >= 0: cannot fail; fails: shift x +1")
+    assert hidden.summary().startswith("part min(train/gen_kl_error) >= 0: cannot fail; failed by shift x +1")
     # the same bound on a metric of unknown domain is failed by a shift below zero
     x_min = tests["x_min"]
     assert x_min.status == OK
@@ -107,7 +107,7 @@ def test_each_perturbation_names_what_it_kills_and_guards_fail_closed():
 
 def test_a_check_only_a_gross_change_fails_is_weak_and_a_failing_one_is_said_so():
     tests = by_name(judged({"loose": "mean(x) < 1000", "failing": "mean(x) > 5"}, {"x": rising(0.5, 1.5)}))
-    assert tests["loose"].status == WEAK and tests["loose"].summary().startswith("fails only grossly: shift x +999")
+    assert tests["loose"].status == WEAK and tests["loose"].summary().startswith("failed only grossly by shift x +999")
     assert tests["failing"].status == FAILS_AS_IS
 
 
@@ -149,7 +149,7 @@ def test_check_self_test_exits_1_naming_a_planted_unfailable_check(tmp_path, cap
     planted = write_run(tmp_path / "planted", {**sound, "kl_nonneg": "min(train/gen_kl_error) >= 0"})
     assert main(["check", str(planted), "--self-test", "--history", str(tmp_path / "none.sqlite")]) == 1
     out = capsys.readouterr().out
-    assert "PASS: 5 of 5 checks passed" in out and "fails: shift train/reward -0.15" in out
+    assert "PASS: 5 of 5 checks passed" in out and "failed by shift train/reward -0.15" in out
     assert "self-test: 5 checks, 4 ok, 1 cannot fail; cannot be shown to fail: kl_nonneg" in out
     report = (planted / "report.md").read_text()
     assert "| self-test |" in report and "cannot fail: no perturbation" in report
