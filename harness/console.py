@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Sequence
 
 from harness.checks.verdict import Verdict
-from harness.selftest import PROBLEMS, CheckSelfTest
+from harness.selftest import PROBLEMS, CheckSelfTest, status_counts
 
 _WIDTH = 96
 
@@ -32,12 +31,11 @@ def format_verdicts(verdicts: Sequence[Verdict]) -> str:
 def format_self_test(tests: Sequence[CheckSelfTest]) -> str:
     """One row per check: its self-test status, name and the perturbations that fail it."""
     name_w = min(max((len(t.name) for t in tests), default=4), 36)
-    rows = [f"self-test: perturbations of the run's series, in memory (docs/thresholds.md)",
+    rows = ["self-test: perturbations of the run's series, in memory (docs/thresholds.md)",
             f"{'status':<11}  {'check':<{name_w}}  what fails it"]
     for test in tests:
         rows.append(f"{test.status:<11}  {_cell(test.name, name_w):<{name_w}}  {_cell(test.summary(), _WIDTH + 40)}")
-    counts = Counter(test.status for test in tests)
     problems = [test.name for test in tests if test.status in PROBLEMS]
-    rows.append(f"self-test: {len(tests)} checks, " + ", ".join(f"{n} {status}" for status, n in counts.items())
+    rows.append(f"self-test: {len(tests)} checks, {status_counts(tests)}"
                 + (f"; cannot be shown to fail: {', '.join(problems)}" if problems else ""))
     return "\n".join(rows) + "\n"

@@ -17,7 +17,7 @@ from harness.errors import USER_ERRORS, UsageError
 from harness.plan import make_plan
 from harness.preflight import ask_engine, engine_recipes, refusals
 from harness.recipe import find_recipes, load_recipe
-from harness.selftest import FAILS_AS_IS, PROBLEMS, OK, run_to_run_sd, self_test
+from harness.selftest import FAILS_AS_IS, OK, PROBLEMS, run_to_run_sd, self_test, status_counts
 from harness.selftest.cited import cited_runs
 from harness.suites import find_suites, is_suite_path, suite_problems
 from harness.thresholds import load_thresholds
@@ -71,36 +71,37 @@ def validate_suites(paths: list[Path]) -> int:
     return failed
 
 
+def self_test_run(run: Path, thresholds: str, *, hardware: str | None, recipe: Mapping, history: Path) -> int:
+    """Self-test the thresholds on one cited run; how many checks cannot be shown to fail there, or
+    fail there (a cited run must pass what it was cited for)."""
+    judgement = judge_run(run, thresholds=Path(thresholds), hardware=hardware,
+                          expected_steps=recipe["algorithm"]["num_steps"])
+    tests = self_test(judgement, sd=run_to_run_sd(history, recipe=recipe["name"], hardware=hardware))
+    bad = [test for test in tests if test.status in (*PROBLEMS, FAILS_AS_IS)]
+    print(f"{'FAIL' if bad else 'ok  '} self-test {os.path.relpath(thresholds)} ({hardware}) on {run}: "
+          f"{status_counts(tests)}")
+    for test in tests:
+        if test.status != OK:
+            print(f"       {test.status}: {test.name}: {test.summary()}")
+    return len(bad)
+
+
 def self_test_cited(path: Path, history: Path) -> int:
-    """Self-test the recipe's thresholds, at each scale, on the runs their `why` cites; how many checks
-    cannot be shown to fail there (or fail there: a cited run must pass what it was cited for)."""
+    """Self-test the recipe's thresholds, at each scale, on the runs their checks' `why` cites;
+    how many checks failed the self-test."""
     problems = 0
     seen: set[tuple] = set()
     for scale in (None, *load_recipe(path).scales):
         recipe = load_recipe(path, scale=scale).data
         thresholds, hardware = recipe["checks"].get("thresholds"), recipe["checks"].get("hardware")
-        if not thresholds:
+        if not thresholds or (thresholds, hardware) in seen:
             continue
-        shown = os.path.relpath(thresholds)
-        runs = cited_runs(load_thresholds(Path(thresholds), hardware=hardware))
-        if not runs and (thresholds, hardware) not in seen:
-            print(f"     self-test {shown} ({hardware}): its checks cite no recorded run dir, nothing to test")
         seen.add((thresholds, hardware))
+        runs = cited_runs(load_thresholds(Path(thresholds), hardware=hardware))
+        if not runs:
+            print(f"     self-test {os.path.relpath(thresholds)} ({hardware}): its checks cite no recorded run dir")
         for run in runs:
-            if (thresholds, hardware, run) in seen:
-                continue
-            seen.add((thresholds, hardware, run))
-            judgement = judge_run(run, thresholds=Path(thresholds), hardware=hardware,
-                                  expected_steps=recipe["algorithm"]["num_steps"])
-            sd = run_to_run_sd(history, recipe=recipe["name"], hardware=hardware)
-            tests = self_test(judgement, sd=sd)
-            bad = [t for t in tests if t.status in (*PROBLEMS, FAILS_AS_IS)]
-            problems += len(bad)
-            counts = ", ".join(f"{sum(t.status == s for t in tests)} {s}" for s in dict.fromkeys(t.status for t in tests))
-            print(f"{'FAIL' if bad else 'ok  '} self-test {shown} ({hardware}) on {run}: {counts}")
-            for test in tests:
-                if test.status != OK:
-                    print(f"       {test.status}: {test.name}: {test.summary()}")
+            problems += self_test_run(run, thresholds, hardware=hardware, recipe=recipe, history=history)
     return problems
 
 

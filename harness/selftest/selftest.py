@@ -8,12 +8,13 @@ conjunction is as strong as its weakest part: each part is tested on its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.checks.judge import Judgement
 from harness.checks.verdict import Verdict
-from harness.selftest.probes import targets_for
+from harness.selftest.probes import CLOSED, targets_for
 from harness.selftest.trials import Trial, trials_for
 
 OK, WEAK, CANNOT_FAIL, FAILS_AS_IS, UNTESTED = "ok", "weak", "cannot fail", "fails as is", "untested"
@@ -43,7 +44,7 @@ class CheckSelfTest:
             return "the check fails on the run as it is"
         if self.status == UNTESTED:
             return f"no perturbation applies to a {self.kind} check"
-        closed = sorted({t.perturbation for t in self.trials if t.outcome == "fails closed"})
+        closed = sorted({t.perturbation for t in self.trials if t.outcome == CLOSED})
         guards = f"fails closed: {', '.join(closed)}" if closed else "no guard fails it"
         parts = "".join(f"part {part}; " for part in self.parts)
         if not self.kills:
@@ -83,6 +84,12 @@ def self_test_verdict(verdict: Verdict, judgement: Judgement, sd: Mapping[str, f
     status = min((status for _, status in statuses), key=_WORST.index)
     parts = tuple(f"{text}: {part}" for text, part in statuses if text is not None and part != OK)
     return CheckSelfTest(name=verdict.name, kind=verdict.kind, status=status, trials=tuple(trials), parts=parts)
+
+
+def status_counts(tests: Sequence[CheckSelfTest]) -> str:
+    """`9 ok, 1 weak`: how many checks have each status, in order of first appearance."""
+    counts = Counter(test.status for test in tests)
+    return ", ".join(f"{n} {status}" for status, n in counts.items())
 
 
 def self_test(judgement: Judgement, *, sd: Mapping[str, float] | None = None) -> list[CheckSelfTest]:

@@ -20,11 +20,10 @@ from harness.selftest.domains import domain_of
 from harness.selftest.perturb import (
     first_finite, flat, half_step, planted_failure, removed, scaled, shifted, truncated, truncated_records, with_nan,
 )
-from harness.selftest.probes import CLOSED, FAILS, HOLDS, RANK, Probe
+from harness.selftest.probes import FAILS, HOLDS, RANK, Probe
 from harness.selftest.search import smallest_failing
 
 GROSS = 10.0  # an order of magnitude
-SCALE_EDGE = math.inf
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,7 +92,7 @@ def scale_trial(probe: Probe, metrics: Metrics, records: list[dict], name: str) 
     down = smallest_failing(lambda a: fails(scaled(metrics, name, 1.0 - a, domain)), unit=1.0, edge=1.0)
     if down is not None:
         factors.append(1.0 - down)
-    up = smallest_failing(lambda a: fails(scaled(metrics, name, 1.0 + a, domain)), unit=1.0, edge=SCALE_EDGE)
+    up = smallest_failing(lambda a: fails(scaled(metrics, name, 1.0 + a, domain)), unit=1.0, edge=math.inf)
     if up is not None:
         factors.append(1.0 + up)
     if not factors:
@@ -148,5 +147,3 @@ def trials_for(probe: Probe, *, kind: str, name: str, reads: tuple[str, ...], me
         trials.append(truncation_trial(probe, metrics, records))
     return trials
 
-
-__all__ = ["CLOSED", "FAILS", "HOLDS", "Trial", "trials_for"]
