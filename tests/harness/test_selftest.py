@@ -14,6 +14,7 @@ from harness.checks.completion import check_completion
 from harness.checks.invariants import check_invariants
 from harness.checks.judge import Judgement, threshold_verdicts
 from harness.cli import main
+from harness.commands.validate import self_test_cited
 from harness.metrics import Metrics
 from harness.history import HistoryRow, append
 from harness.selftest import CANNOT_FAIL, FAILS_AS_IS, OK, WEAK, run_to_run_sd, self_test
@@ -166,3 +167,11 @@ def test_run_to_run_deviation_comes_from_the_recipes_passing_runs_in_the_history
     assert run_to_run_sd(db, recipe="r", hardware="cpu") == {"train/reward": pytest.approx(0.1)}  # 500 x 3: no spread
     assert run_to_run_sd(db, recipe="other", hardware="cpu") == {}
     assert run_to_run_sd(tmp_path / "none.sqlite", recipe="r", hardware="cpu") == {}
+
+
+def test_shipped_thresholds_pass_the_self_test_on_the_runs_they_cite(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)  # cited run dirs are relative to the repository, like thresholds paths
+    assert self_test_cited(Path("recipes/qwen3_5_35b.yaml"), REPO / "no-history.sqlite") == 0
+    out = capsys.readouterr().out
+    for seed in (42, 7, 123):
+        assert f"ok   self-test thresholds/qwen3_5_35b.yaml (h200x2) on bench/results/h200x2_2026-11-30/llm-{seed}" in out
