@@ -30,7 +30,7 @@ def format_verdicts(verdicts: Sequence[Verdict]) -> str:
 
 def format_self_test(tests: Sequence[CheckSelfTest]) -> str:
     """One row per check: its self-test status, name and the perturbations that fail it."""
-    name_w = min(max((len(t.name) for t in tests), default=4), 36)
+    name_w = min(max([len("check"), *(len(t.name) for t in tests)]), 36)
     rows = ["self-test: perturbations of the run's series, in memory (docs/thresholds.md)",
             f"{'status':<11}  {'check':<{name_w}}  what fails it"]
     for test in tests:
