@@ -3,8 +3,8 @@
     harness run [RECIPE] [a.b=c ...] [--scale tiny] [--out DIR] [--dry-run] [--resume]
     harness show RECIPE [a.b=c ...] [--scale tiny] [--provenance]
     harness plan RECIPE [a.b=c ...] [--scale tiny] [--out FILE]
-    harness validate [PATHS ...]
-    harness check RUN_DIR [--thresholds FILE] [--hardware CLASS] [--steps N]
+    harness validate [PATHS ...] [--self-test]
+    harness check RUN_DIR [--thresholds FILE] [--hardware CLASS] [--steps N] [--self-test]
     harness compare RUN_A RUN_B [--tolerance X]
     harness matrix SUITE [--hardware H] [--tag T] [--shard I/N] [--format text|json|github]
     harness nightly SUITE [-n N] [--out DIR] [--entry ID] [--shard I/N] [--history FILE]
@@ -65,12 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="resolve, validate and plan every recipe under the paths")
     validate.add_argument("paths", nargs="*", default=["recipes"], help="files or folders (default: recipes)")
+    validate.add_argument("--self-test", dest="self_test", action="store_true",
+                          help="self-test each thresholds file on the recorded runs its checks' why cites")
+    validate.add_argument("--history", default="runs/history.sqlite",
+                          help="history database, for margins in run-to-run standard deviations (default %(default)s)")
 
     check = sub.add_parser("check", help="judge a run dir (or a metrics file) against thresholds")
     check.add_argument("run_dir", help="a run dir, or a metrics file (metrics.jsonl, reference JSON)")
     check.add_argument("--thresholds", help="thresholds file (default: the recipe's checks.thresholds)")
     check.add_argument("--hardware", help="hardware class of the thresholds to apply")
     check.add_argument("--steps", type=int, help="the step count the run must reach (default: the recipe's)")
+    check.add_argument("--self-test", dest="self_test", action="store_true",
+                       help="perturb the run's series to prove each check can fail; exit 1 if one cannot")
+    check.add_argument("--history", default="runs/history.sqlite",
+                       help="history database, for margins in run-to-run standard deviations (default %(default)s)")
 
     compare = sub.add_parser("compare", help="per-step parity of two run dirs")
     compare.add_argument("run_a")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from harness.checks.verdict import Verdict
+from harness.selftest import PROBLEMS, CheckSelfTest, status_counts
 
 _WIDTH = 96
 
@@ -24,4 +25,17 @@ def format_verdicts(verdicts: Sequence[Verdict]) -> str:
     failed = sum(not v.ok for v in verdicts)
     verdict = "PASS" if verdicts and not failed else "FAIL"
     rows.append(f"{verdict}: {len(verdicts) - failed} of {len(verdicts)} checks passed")
+    return "\n".join(rows) + "\n"
+
+
+def format_self_test(tests: Sequence[CheckSelfTest]) -> str:
+    """One row per check: its self-test status, name and the perturbations that fail it."""
+    name_w = min(max([len("check"), *(len(t.name) for t in tests)]), 36)
+    rows = ["self-test: perturbations of the run's series, in memory (docs/thresholds.md)",
+            f"{'status':<11}  {'check':<{name_w}}  what fails it"]
+    for test in tests:
+        rows.append(f"{test.status:<11}  {_cell(test.name, name_w):<{name_w}}  {_cell(test.summary(), _WIDTH + 40)}")
+    problems = [test.name for test in tests if test.status in PROBLEMS]
+    rows.append(f"self-test: {len(tests)} checks, {status_counts(tests)}"
+                + (f"; cannot be shown to fail: {', '.join(problems)}" if problems else ""))
     return "\n".join(rows) + "\n"

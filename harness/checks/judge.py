@@ -13,7 +13,7 @@ from harness.checks.run_files import StatusError, read_run_recipe, read_status
 from harness.checks.verdict import Verdict
 from harness.errors import UsageError
 from harness.metrics import Metrics, MetricsError, read_metrics
-from harness.thresholds import ThresholdCheck, evaluate, load_thresholds, metric_names
+from harness.thresholds import Evaluation, ThresholdCheck, evaluate, load_thresholds, metric_names
 
 
 @dataclass(kw_only=True)
@@ -25,21 +25,28 @@ class Judgement:
     recipe: dict | None
     status: dict | None
     thresholds: list[ThresholdCheck] = field(default_factory=list)
+    expected_steps: int | None = None
+    hardware: str | None = None
+    invariant_records: list[dict] | None = None  # None: invariants not judged, or unreadable
+    required_invariants: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return bool(self.verdicts) and all(v.ok for v in self.verdicts)
 
 
+def judge_threshold(check: ThresholdCheck, metrics: Metrics, expected_steps: int | None) -> Evaluation:
+    """The one way a threshold check is judged: complete series first, then its expression."""
+    gap = coverage_gap(metrics, metric_names(check.tree), expected_steps=expected_steps)
+    if gap is not None:
+        return Evaluation(ok=False, value=None, reason=gap, metrics=metric_names(check.tree))
+    return evaluate(check.tree, metrics, expected_steps=expected_steps)
+
+
 def threshold_verdicts(checks: list[ThresholdCheck], metrics: Metrics, expected_steps: int | None) -> list[Verdict]:
     verdicts = []
     for check in checks:
-        gap = coverage_gap(metrics, metric_names(check.tree), expected_steps=expected_steps)
-        if gap is not None:
-            verdicts.append(Verdict(name=check.name, kind="threshold", ok=False, message=gap, expr=check.expr,
-                                    metrics=metric_names(check.tree), why=check.why, since=str(check.since)))
-            continue
-        result = evaluate(check.tree, metrics, expected_steps=expected_steps)
+        result = judge_threshold(check, metrics, expected_steps)
         value = result.value if isinstance(result.value, (int, float)) and not isinstance(result.value, bool) else None
         verdicts.append(Verdict(
             name=check.name, kind="threshold", ok=result.ok, message=result.reason,
@@ -96,9 +103,15 @@ def judge_run(
             verdicts.append(Verdict(name="thresholds", kind="threshold", ok=False,
                                     message=f"{thresholds_path.name} has no check for hardware {hardware!r}"))
         verdicts.extend(threshold_verdicts(checks, metrics, expected_steps))
+    records: list[dict] | None = None
+    required: tuple[str, ...] = ()
     if recipe is not None and checks_cfg.get("invariants", True) and recipe.get("engine", "rl") == "rl":
-        verdicts.extend(_invariant_verdicts(run_dir, recipe))
-    return Judgement(verdicts=verdicts, metrics=metrics, recipe=recipe, status=status, thresholds=checks)
+        required = tuple(required_checks(recipe))
+        records, invariant_verdicts = _invariant_verdicts(run_dir, required)
+        verdicts.extend(invariant_verdicts)
+    return Judgement(verdicts=verdicts, metrics=metrics, recipe=recipe, status=status, thresholds=checks,
+                     expected_steps=expected_steps, hardware=hardware, invariant_records=records,
+                     required_invariants=required)
 
 
 def _status(run_dir: Path) -> tuple[dict | None, str | None]:
@@ -124,9 +137,10 @@ def _metrics(target: Path, is_dir: bool) -> tuple[Metrics, str | None]:
     return metrics, None
 
 
-def _invariant_verdicts(run_dir: Path, recipe: Mapping) -> list[Verdict]:
+def _invariant_verdicts(run_dir: Path, required: tuple[str, ...]) -> tuple[list[dict] | None, list[Verdict]]:
+    """The records of invariants.jsonl (None when unreadable) and their verdicts."""
     try:
         records = read_invariants(run_dir / "invariants.jsonl")
     except InvariantsError as error:
-        return [Verdict(name="invariant:file", kind="invariant", ok=False, message=str(error))]
-    return check_invariants(records, required=required_checks(recipe))
+        return None, [Verdict(name="invariant:file", kind="invariant", ok=False, message=str(error))]
+    return records, check_invariants(records, required=list(required))

@@ -1,18 +1,24 @@
 """`harness validate [PATHS...]`: resolve, validate and plan every recipe (and its tiny twin), ask the
 engine whether it can run each on any machine (its static preflight: model config, keys it reads;
-one engine process answers them all), and check every suite found under the paths (docs/nightly.md)."""
+one engine process answers them all), and check every suite found under the paths (docs/nightly.md).
+`--self-test` also self-tests each thresholds file on the recorded runs its `why` cites (exit 1 when
+a check cannot fail there; docs/thresholds.md)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from harness.checks.judge import judge_run
 from harness.errors import USER_ERRORS, UsageError
 from harness.plan import make_plan
 from harness.preflight import ask_engine, engine_recipes, refusals
 from harness.recipe import find_recipes, load_recipe
+from harness.selftest import FAILS_AS_IS, OK, PROBLEMS, run_to_run_sd, self_test, status_counts
+from harness.selftest.cited import cited_runs
 from harness.suites import find_suites, is_suite_path, suite_problems
 from harness.thresholds import load_thresholds
 
@@ -65,6 +71,40 @@ def validate_suites(paths: list[Path]) -> int:
     return failed
 
 
+def self_test_run(run: Path, thresholds: str, *, hardware: str | None, recipe: Mapping, history: Path) -> int:
+    """Self-test the thresholds on one cited run; how many checks cannot be shown to fail there, or
+    fail there (a cited run must pass what it was cited for)."""
+    judgement = judge_run(run, thresholds=Path(thresholds), hardware=hardware,
+                          expected_steps=recipe["algorithm"]["num_steps"])
+    tests = self_test(judgement, sd=run_to_run_sd(history, recipe=recipe["name"], hardware=hardware))
+    bad = [test for test in tests if test.status in (*PROBLEMS, FAILS_AS_IS)]
+    print(f"{'FAIL' if bad else 'ok  '} self-test {os.path.relpath(thresholds)} ({hardware}) on {run}: "
+          f"{status_counts(tests)}")
+    for test in tests:
+        if test.status != OK:
+            print(f"       {test.status}: {test.name}: {test.summary()}")
+    return len(bad)
+
+
+def self_test_cited(path: Path, history: Path) -> int:
+    """Self-test the recipe's thresholds, at each scale, on the runs their checks' `why` cites;
+    how many checks failed the self-test."""
+    problems = 0
+    seen: set[tuple] = set()
+    for scale in (None, *load_recipe(path).scales):
+        recipe = load_recipe(path, scale=scale).data
+        thresholds, hardware = recipe["checks"].get("thresholds"), recipe["checks"].get("hardware")
+        if not thresholds or (thresholds, hardware) in seen:
+            continue
+        seen.add((thresholds, hardware))
+        runs = cited_runs(load_thresholds(Path(thresholds), hardware=hardware))
+        if not runs:
+            print(f"     self-test {os.path.relpath(thresholds)} ({hardware}): its checks cite no recorded run dir")
+        for run in runs:
+            problems += self_test_run(run, thresholds, hardware=hardware, recipe=recipe, history=history)
+    return problems
+
+
 def main(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.paths]
     for p in paths:
@@ -89,4 +129,7 @@ def main(args: argparse.Namespace) -> int:
     if recipes:
         print(f"{len(recipes) - failed} of {len(recipes)} recipes valid")
     failed_suites = validate_suites(paths)
-    return 2 if failed or failed_suites else 0
+    if failed or failed_suites:
+        return 2
+    unproven = sum(self_test_cited(recipe, Path(args.history)) for recipe in recipes) if args.self_test else 0
+    return 1 if unproven else 0

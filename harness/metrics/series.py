@@ -26,7 +26,7 @@ class Metrics(Mapping[str, dict[int, float]]):
     _last_step: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        last = max((max(s) for s in self.series.values() if s), default=None)
+        last = max((next(reversed(s)) for s in self.series.values() if s), default=None)  # each ordered by step
         object.__setattr__(self, "_last_step", last)
 
     def __getitem__(self, name: str) -> dict[int, float]:
@@ -42,6 +42,15 @@ class Metrics(Mapping[str, dict[int, float]]):
     def last_step(self) -> int | None:
         """The highest step any metric reached; None for a run that logged nothing."""
         return self._last_step
+
+    def replacing(self, name: str, series: dict[int, float] | None) -> Metrics:
+        """A copy with one series (ordered by step) put in or, for None, taken out; the rest shared."""
+        rows = dict(self.series)
+        if series is None:
+            rows.pop(name, None)
+        else:
+            rows[name] = series
+        return Metrics(series=rows, source=self.source, notes=self.notes)
 
     @classmethod
     def from_rows(

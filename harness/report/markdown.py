@@ -147,16 +147,22 @@ def write_report_md(
     verdicts: Sequence[Verdict],
     metrics: Mapping[str, Mapping[int, float]],
     thresholds: Sequence[PlotSpec] = (),
+    self_test: Mapping[str, str] | None = None,
 ) -> Path:
-    """Writes run_dir/report.md and run_dir/plots/*.png; returns the report's path."""
+    """Writes run_dir/report.md and run_dir/plots/*.png; returns the report's path.
+
+    self_test: check name -> its self-test result, shown as a column of the checks when given.
+    """
     run_dir = Path(run_dir)
     name = str(recipe.get("name", "run"))
     word = "PASS" if overall_ok(verdicts) else "FAIL"
     out = [f"# {name}: {word}", ""]
     out += table(["", ""], header_rows(recipe, status, verdicts)) + [""]
     out += ["## Checks", ""]
-    rows = [[v.name, v.kind, "PASS" if v.ok else "FAIL", v.value, v.message, v.why] for v in verdicts]
-    out += (table(["name", "kind", "ok", "value", "message", "why"], rows) if rows else ["No checks ran."]) + [""]
+    header = ["name", "kind", "ok", "value", "message", "why"] + (["self-test"] if self_test is not None else [])
+    rows = [[v.name, v.kind, "PASS" if v.ok else "FAIL", v.value, v.message, v.why]
+            + ([self_test.get(v.name)] if self_test is not None else []) for v in verdicts]
+    out += (table(header, rows) if rows else ["No checks ran."]) + [""]
     out += ["## Plan", ""]
     plan_rows = flatten(plan) if plan else []
     out += (table(["key", "value"], plan_rows[:MAX_PLAN_ROWS]) if plan_rows else ["No plan recorded."]) + [""]

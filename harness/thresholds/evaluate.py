@@ -56,6 +56,11 @@ class Evaluation:
     reason: str
     metrics: tuple[str, ...]
 
+    @property
+    def closed(self) -> bool:
+        """Failed for want of evidence (a guard: NaN, no steps, a missing metric), not by its comparison."""
+        return not self.ok and self.value is None
+
 
 def _fmt(value: float | bool) -> str:
     return str(value) if isinstance(value, bool) else f"{value:.6g}"
