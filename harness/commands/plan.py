@@ -46,8 +46,10 @@ def format_plan(plan: Plan) -> str:
 def main(args: argparse.Namespace) -> int:
     resolved = load_recipe(args.recipe, args.overrides, scale=args.scale)
     plan = make_plan(resolved.data)
-    machine = ask_before_launch(resolved.data, launching=False)
+    needs: list[str] = []
+    machine = ask_before_launch(resolved.data, launching=False, needs=needs)
     print(format_plan(plan), end="")
+    print("".join(f"needs      {line}\n" for line in needs), end="")
     print(format_answer(machine), end="")
     out = Path(args.out)
     out.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
