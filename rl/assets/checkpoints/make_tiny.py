@@ -10,9 +10,10 @@ this script writes with `save_pretrained`, so no download is needed and CI cover
 The weights are the tiny family config's seeded initialisation (rl/models/tiny_configs.py,
 seed 42), so they are reproducible; `tests/rl/test_model_source.py` checks that they are.
 
-The tokenizer is character level (one token per character, so fixed-width prompts have a fixed
-token length, as the sampler needs) with Qwen's chat special tokens and a ChatML template:
-`<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n`; `<|im_end|>` is the eos token.
+The tokenizer is character level (one token per character but the role names, so fixed-width
+prompts have a fixed token length, as the sampler needs) with Qwen's chat special tokens and a ChatML template:
+`<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n`; `<|im_end|>` is the eos token, and
+the role names are single tokens (as in a BPE vocabulary).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
 HERE = Path(__file__).resolve().parent
 SEED = 42
@@ -35,6 +36,9 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+# Whole-word tokens, as a BPE vocabulary has them: the chat roles cost one token each, which keeps
+# the twin's prompts short (CPU time grows with every token of the ~40 a row holds).
+WORDS = ["system", "user", "assistant"]
 # name -> (family, tiny config overrides)
 CHECKPOINTS = {"tiny_qwen3_5_moe": ("qwen3_5_moe", {})}
 
@@ -46,6 +50,7 @@ def build_tokenizer() -> Tokenizer:
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()
     tok.add_special_tokens(SPECIAL_TOKENS)
+    tok.add_tokens([AddedToken(w, single_word=True, normalized=False) for w in WORDS])
     return tok
 
 
