@@ -33,6 +33,8 @@ def format_plan(plan: Plan) -> str:
     if "params" in plan.model:
         lines.append(f"model      {plan.model['family']}: {_count(plan.model['params'])} params,"
                      f" {_count(plan.model['active_params'])} active, {plan.model['num_experts']} experts")
+    if "config_file" in plan.model:
+        lines.append(f"config     {plan.model['config_file']} (the checkpoint's, model.config on top)")
     if plan.memory is not None:
         m = plan.memory
         lines.append(f"memory     {m.total:.1f} of {m.capacity:.0f} GiB per GPU (weights {m.weights:.1f}, grads "
