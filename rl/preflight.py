@@ -33,7 +33,6 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
