@@ -15,7 +15,6 @@ import torch
 from safetensors.torch import load_file
 
 from rl.model_source import CHECKPOINTS_DIR, ModelSourceError, missing_files, resolve_model_dir
-from rl.models import build_model
 from rl.tokenizer import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,20 +22,19 @@ TINY = "tiny_qwen3_5_moe"
 
 
 def test_shipped_checkpoint_is_what_the_script_writes(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(CHECKPOINTS_DIR / "make_tiny.py"), "--out", str(tmp_path)],
+    """Config and tokenizer are reproduced exactly; the weights are the seeded initialisation
+    warm-started as SOURCE records (the warm start itself is the engine's, tested elsewhere)."""
+    subprocess.run([sys.executable, str(CHECKPOINTS_DIR / "make_tiny.py"), "--out", str(tmp_path), "--no-warm-start"],
                    cwd=ROOT, check=True, capture_output=True)
     shipped, fresh = CHECKPOINTS_DIR / TINY, tmp_path / TINY
-    a, b = load_file(shipped / "model.safetensors"), load_file(fresh / "model.safetensors")
-    assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         assert (shipped / name).read_text() == (fresh / name).read_text(), name
-
-
-def test_tiny_checkpoint_loads_as_its_seeded_config() -> None:
-    tok = load_tokenizer(None, model_path=TINY)
-    loaded = build_model({"family": "qwen3_5_moe", "path": TINY}, vocab_size=len(tok), seed=0).state_dict()
-    built = build_model({"family": "qwen3_5_moe"}, vocab_size=len(tok), seed=42).state_dict()
-    assert sorted(loaded) == sorted(built) and all(torch.equal(loaded[k], built[k]) for k in loaded)
+    a, b = load_file(shipped / "model.safetensors"), load_file(fresh / "model.safetensors")
+    assert sorted(a) == sorted(b) and all(a[k].shape == b[k].shape for k in a)
+    assert any(not torch.equal(a[k], b[k]) for k in a)  # trained, not the bare initialisation
+    source = json.loads((shipped / "SOURCE").read_text())
+    assert source["seed"] == 42 and source["warm_start"]["steps"] == 120
+    assert source["warm_start"]["data"] == {"path": "tiny_math", "split": "train"}
 
 
 def test_tokenizer_null_takes_the_checkpoints_chat_template() -> None:

@@ -7,8 +7,12 @@ Run from the repository root after changing a model or the alphabet, then commit
 Why: the full-scale recipes load a released checkpoint through `model.path` (its tokenizer and
 chat template with it); their tiny twins go through the same loading code with a checkpoint
 this script writes with `save_pretrained`, so no download is needed and CI covers the path.
-The weights are the tiny family config's seeded initialisation (rl/models/tiny_configs.py,
-seed 42), so they are reproducible; `tests/rl/test_model_source.py` checks that they are.
+Like a released checkpoint, it already knows its task: the weights are the tiny family config's
+seeded initialisation (rl/models/tiny_configs.py, seed 42) after the engine's supervised warm
+start on the shipped `tiny_math` train split, chat-templated (rl/warm_start.py, 120 steps, lr
+3e-3, batch 32: the settings the twin used to run itself), so the twin starts GRPO from a nonzero,
+improvable reward with `algorithm.warm_start.steps: 0`, as the full-scale recipe does. The warm
+start is cached as every warm start is (~/.cache/rl or $RL_CACHE_DIR). `SOURCE` records all this.
 
 The tokenizer is character level (one token per character but the role names, so fixed-width
 prompts have a fixed token length, as the sampler needs) with Qwen's chat special tokens and a ChatML template:
@@ -41,6 +45,11 @@ CHAT_TEMPLATE = (
 WORDS = ["system", "user", "assistant"]
 # name -> (family, tiny config overrides)
 CHECKPOINTS = {"tiny_qwen3_5_moe": ("qwen3_5_moe", {})}
+WARM_START = {"steps": 120, "lr": 3.0e-3, "batch_size": 32}
+# the twin's data settings (recipes/qwen3_5_35b.yaml): the warm start reads them as GRPO will
+DATA = {"train": {"path": "tiny_math", "split": "train"}, "validation": {"path": "tiny_math", "split": "validation"},
+        "prompt_key": "problem", "answer_key": "answer", "prompt_template": "{prompt}", "chat_template": True,
+        "shuffle": True, "val_every_steps": 25, "val_max_samples": 0}
 
 
 def build_tokenizer() -> Tokenizer:
@@ -66,24 +75,39 @@ def write_tokenizer(out_dir: Path) -> int:
     return len(tok)
 
 
-def write_checkpoint(name: str, out_dir: Path) -> None:
+def write_checkpoint(name: str, out_dir: Path, *, warm: bool = True) -> None:
+    from transformers import PreTrainedTokenizerFast
+
+    from rl.envs import make_env
+    from rl.models import build_model
     from rl.models.qwen3_5 import FAMILIES, _init_from_config, make_config
+    from rl.warm_start import warm_start
 
     family, overrides = CHECKPOINTS[name]
     out_dir.mkdir(parents=True, exist_ok=True)
     vocab_size = write_tokenizer(out_dir)
     model = _init_from_config(make_config(family, overrides, vocab_size=vocab_size), FAMILIES[family][1], SEED)
     model.generation_config.pad_token_id = 0
+    source = {"family": family, "overrides": overrides, "seed": SEED, "warm_start": None}
+    if warm:
+        # Warm-start the model as the engine loads it (the same config, so the same warm-start cache key).
+        model.save_pretrained(str(out_dir))
+        model = build_model({"family": family, "path": str(out_dir)}, vocab_size=vocab_size, seed=SEED)
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(out_dir))
+        env = make_env({"name": "math", "params": {}}, data=DATA, tokenizer=tokenizer)
+        info = warm_start(model, tokenizer, env, WARM_START, seed=SEED)
+        source["warm_start"] = {**WARM_START, "data": DATA["train"], "final_loss": info["loss"]}
     model.save_pretrained(str(out_dir))
-    (out_dir / "SOURCE").write_text(json.dumps({"family": family, "overrides": overrides, "seed": SEED}) + "\n")
+    (out_dir / "SOURCE").write_text(json.dumps(source) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE, help="folder to write the checkpoints into")
+    parser.add_argument("--no-warm-start", action="store_true", help="the seeded initialisation only (tests)")
     args = parser.parse_args()
     for name in CHECKPOINTS:
-        write_checkpoint(name, args.out / name)
+        write_checkpoint(name, args.out / name, warm=not args.no_warm_start)
 
 
 if __name__ == "__main__":
