@@ -106,7 +106,10 @@ def ep2(work: Path) -> Path:
 
 def _check_hf_copy(run_dir: Path, step: int) -> None:
     """step_N/hf loads with plain `from_pretrained` and scores like the checkpoint's weights."""
-    from transformers import AutoTokenizer, Qwen3_5MoeForCausalLM
+    # PreTrainedTokenizerFast, not AutoTokenizer: AutoTokenizer maps this model type to Qwen's BPE
+    # tokenizer class, which re-derives the pre-tokenizer and splits the tiny character tokenizer
+    # differently (a released Qwen checkpoint's tokenizer is that class, so it loads either way).
+    from transformers import PreTrainedTokenizerFast, Qwen3_5MoeForCausalLM
 
     from rl.models import build_model, token_logprobs
     from rl.tokenizer import load_tokenizer
@@ -118,7 +121,7 @@ def _check_hf_copy(run_dir: Path, step: int) -> None:
     engine_model = build_model(recipe["model"], vocab_size=len(tok), seed=0)
     engine_model.load_state_dict(policy)  # strict: the gathered weights are a full HF state dict
     loaded = Qwen3_5MoeForCausalLM.from_pretrained(str(ckpt / "hf"), local_files_only=True).eval()
-    hf_tok = AutoTokenizer.from_pretrained(str(ckpt / "hf"), local_files_only=True)
+    hf_tok = PreTrainedTokenizerFast.from_pretrained(str(ckpt / "hf"), local_files_only=True)
     text = hf_tok.apply_chat_template([{"role": "user", "content": "3+4"}], add_generation_prompt=True,
                                       tokenize=False) + "\\boxed{7}"
     ids = torch.tensor([hf_tok(text, add_special_tokens=False)["input_ids"]])
