@@ -44,6 +44,7 @@ class PreflightError(Exception):
 class Answer:
     static: list[str] = field(default_factory=list)  # refused on any machine
     machine: list[str] = field(default_factory=list)  # refused on this machine
+    needs: list[str] = field(default_factory=list)  # what a run reads: checkpoint, datasets (informational)
 
 
 def engine_recipes(recipe: Mapping) -> dict[str, Mapping]:
@@ -93,7 +94,8 @@ def ask_engine(recipes: Mapping[Hashable, Mapping], *, machine: bool) -> dict[Ha
             for path, key in files.items():
                 if not isinstance(said.get(path), dict):  # fail closed: no answer is not a yes
                     raise PreflightError(f"the engine's preflight gave no answer for {path}")
-                answers[key] = Answer(static=list(said[path]["static"]), machine=list(said[path]["machine"]))
+                answers[key] = Answer(static=list(said[path]["static"]), machine=list(said[path]["machine"]),
+                                      needs=list(said[path].get("needs", [])))
     return answers
 
 
@@ -113,8 +115,9 @@ def _run(command: list[str], env: dict[str, str]) -> dict[str, dict]:
         raise PreflightError(f"the engine's preflight failed (exit {proc.returncode}): {tail}") from None
 
 
-def ask_before_launch(recipe: Mapping, *, launching: bool) -> list[str] | None:
+def ask_before_launch(recipe: Mapping, *, launching: bool, needs: list[str] | None = None) -> list[str] | None:
     """Ask the engine (with this machine's checks) before anything is written; None: not asked.
+    `needs`, when given, receives what a run reads (checkpoint, datasets), once per line.
 
     Raises:
         EngineRefusal: the engine refuses the recipe anywhere, or (when `launching`) here.
@@ -124,6 +127,8 @@ def ask_before_launch(recipe: Mapping, *, launching: bool) -> list[str] | None:
         return None
     answers = ask_engine(asks, machine=True)
     static, machine = refusals(answers, "static"), refusals(answers, "machine")
+    if needs is not None:
+        needs.extend(dict.fromkeys(line for answer in answers.values() for line in answer.needs))
     if static or (machine and launching):
         raise EngineRefusal(static + machine)
     return machine

@@ -26,6 +26,8 @@ __all__ = [
     "AlgorithmConfig",
     "CheckpointConfig",
     "ClusterConfig",
+    "DataConfig",
+    "DataSourceConfig",
     "DataPlaneConfig",
     "GenerationConfig",
     "ModelConfig",
@@ -46,7 +48,7 @@ class ModelConfig:
     modality: str = "text"
     path: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
-    tokenizer: str = "arith"
+    tokenizer: str | None = "arith"  # None: the tokenizer (and chat template) of `path`
 
 
 @dataclass(kw_only=True)
@@ -126,6 +128,29 @@ class TaskConfig:
 
 
 @dataclass(kw_only=True)
+class DataSourceConfig:
+    """One split of a dataset (rl/prompt_data.py): a shipped name, a local file or a Hub id."""
+
+    path: str
+    split: str | None = None
+
+
+@dataclass(kw_only=True)
+class DataConfig:
+    """Prompts and answers from a dataset, for a dataset task (`task.name: math`)."""
+
+    train: DataSourceConfig | None = None  # None: the task generates its problems
+    validation: DataSourceConfig | None = None
+    prompt_key: str = "problem"
+    answer_key: str = "answer"
+    prompt_template: str = "{prompt}"  # "{prompt}" is replaced by the row's prompt
+    chat_template: bool = False  # wrap the prompt as one user turn with the tokenizer's chat template
+    shuffle: bool = True  # seeded by algorithm.seed, reshuffled every epoch
+    val_every_steps: int = 0  # 0: no validation pass
+    val_max_samples: int = 0  # 0: the whole validation split
+
+
+@dataclass(kw_only=True)
 class TQConfig:
     num_storage_units: int = 1
 
@@ -139,6 +164,7 @@ class DataPlaneConfig:
 @dataclass(kw_only=True)
 class CheckpointConfig:
     every_steps: int = 0
+    hf_format: bool = False  # also write step_N/hf/: save_pretrained weights and tokenizer
 
 
 @dataclass(kw_only=True)
@@ -169,6 +195,7 @@ class RunConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
+    data: DataConfig = field(default_factory=DataConfig)
     data_plane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
     env: dict[str, str] = field(default_factory=dict)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
@@ -286,9 +313,34 @@ def _validate(cfg: RunConfig) -> None:
         raise ValueError("checkpoint.every_steps: must be >= 0 (0 = only at the end)")
     if cfg.generation.temperature <= 0:
         raise ValueError("generation.temperature: must be > 0 (GRPO samples)")
+    _validate_data(cfg)
     for key, value in cfg.env.items():
         if not isinstance(value, str):
             raise ValueError(f"env.{key}: environment values must be strings, got {value!r}")
+
+
+DATASET_TASKS = ("math",)  # tasks whose problems come from `data:` rather than a generator
+
+
+def _validate_data(cfg: RunConfig) -> None:
+    if cfg.model.tokenizer is None and not cfg.model.path:
+        raise ValueError("model.tokenizer: null takes the tokenizer of model.path, but model.path is null too")
+    d = cfg.data
+    if cfg.task.name in DATASET_TASKS and d.train is None:
+        raise ValueError(f"data.train: task {cfg.task.name!r} reads its problems from a dataset; name one")
+    if d.train is not None and cfg.task.name not in DATASET_TASKS:
+        raise ValueError(f"data.train: task {cfg.task.name!r} generates its problems and would ignore the "
+                         f"dataset; use a dataset task ({', '.join(DATASET_TASKS)}) or drop data.train")
+    if d.train is None and d.validation is not None:
+        raise ValueError("data.validation: a validation split without data.train")
+    if "{prompt}" not in d.prompt_template:
+        raise ValueError(f"data.prompt_template: must contain {{prompt}}, got {d.prompt_template!r}")
+    if d.val_every_steps < 0 or d.val_max_samples < 0:
+        raise ValueError("data.val_every_steps, data.val_max_samples: must be >= 0")
+    if d.val_every_steps and d.validation is None:
+        raise ValueError("data.val_every_steps: a validation pass needs data.validation")
+    if d.validation is not None and not d.val_every_steps:
+        raise ValueError("data.validation: set data.val_every_steps (> 0), or the split is never read")
 
 
 def parse_config(data: dict[str, Any]) -> RunConfig:

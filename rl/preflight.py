@@ -14,10 +14,14 @@ for the machine's too.
   backend takes the policy keys; the generation backend can shard as `generation.tp` asks.
 * machine (`--machine`): enough GPUs for a GPU recipe (this machine's, or the Ray cluster's at
   RAY_ADDRESS, which the engine joins); the generation backend's package
-  and engine module importable; `model.path` and a tokenizer path present.
+  and engine module importable; `model.path` on disk (a Hub id in the local cache, with the
+  files `rl/model_source.py` names), a tokenizer path present, local data files present and
+  the `datasets` package for a Hugging Face dataset.
+* needs (informational, never a refusal): the checkpoint and datasets a run reads, so
+  `harness validate` and `plan` say what a machine must hold without touching the network.
 
 Output: one line per refusal, `KEY: reason` (with several recipes each line starts with the
-recipe's path); `--json` prints `{path: {"static": [...], "machine": [...]}}` instead.
+recipe's path); `--json` prints `{path: {"static": [...], "machine": [...], "needs": [...]}}` instead.
 Exit code 0 when nothing is refused, 2 otherwise.
 """
 
@@ -29,7 +33,6 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -153,13 +156,62 @@ def _generation_refusals(cfg: RunConfig) -> list[str]:
     return []
 
 
+def _data_sources(cfg: RunConfig) -> list[tuple[str, Any]]:
+    return [(f"data.{name}", src) for name, src in (("train", cfg.data.train), ("validation", cfg.data.validation))
+            if src is not None]
+
+
+def _data_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
+    """Shipped datasets are checked on any machine; local files and Hub datasets on this one."""
+    from rl.prompt_data import SourceKind, source_file, source_kind
+
+    out = []
+    for key, src in _data_sources(cfg):
+        kind = source_kind(src.path)
+        if kind == SourceKind.HUB:
+            if machine and not importable("datasets"):
+                out.append(f"{key}.path: {src.path} is a Hugging Face dataset and the `datasets` package is not "
+                           "installed here (pip install 'recipe-harness[datasets]')")
+            continue
+        if (kind == SourceKind.SHIPPED) != machine:
+            try:
+                source_file(src.path, src.split, key=key)
+            except ValueError as error:
+                out.append(_one_line(error))
+    return out
+
+
+def needs(data: dict[str, Any]) -> list[str]:
+    """What a run of the recipe reads besides the engine: the checkpoint (and the files it must
+    hold) and the datasets, one line each, whether or not this machine has them."""
+    from rl.model_source import NEEDED, is_hub_id
+    from rl.prompt_data import SourceKind, source_kind
+
+    try:
+        cfg = parse_config(data)
+    except ValueError:
+        return []
+    out = []
+    if cfg.model.path:
+        where = "Hugging Face Hub id, read from the local cache" if is_hub_id(cfg.model.path) else "checkpoint"
+        out.append(f"model.path: {cfg.model.path} ({where}): {', '.join(NEEDED)}")
+    for key, src in _data_sources(cfg):
+        kind = source_kind(src.path)
+        what = {SourceKind.HUB: "Hugging Face dataset, through the datasets package and its local cache",
+                SourceKind.SHIPPED: "shipped with the engine", SourceKind.LOCAL: "local file"}[kind]
+        split = f" split {src.split}" if src.split else ""
+        out.append(f"{key}: {src.path}{split} ({what})")
+    return out
+
+
 def static_refusals(data: dict[str, Any]) -> list[str]:
     """Refusals that hold on any machine, one line each; empty when the engine can run it."""
     try:
         cfg = parse_config(data)
     except ValueError as error:
         return [_one_line(error)]
-    return [*_model_refusals(cfg, machine=False), *_policy_refusals(cfg), *_generation_refusals(cfg)]
+    return [*_model_refusals(cfg, machine=False), *_policy_refusals(cfg), *_generation_refusals(cfg),
+            *_data_refusals(cfg, machine=False)]
 
 
 def machine_refusals(data: dict[str, Any]) -> list[str]:
@@ -184,9 +236,15 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
     elif not importable(backend.module):
         out.append(f"generation.backend: {cfg.generation.backend}: the engine has no {backend.module} yet; "
                    "use generation.backend: torch")
-    if cfg.model.path and not Path(cfg.model.path).expanduser().is_dir():
-        out.append(f"model.path: no such directory {cfg.model.path!r} on this machine")
-    if "/" in cfg.model.tokenizer:  # a shipped tokenizer was read by the static checks
+    if cfg.model.path:
+        from rl.model_source import ModelSourceError, resolve_model_dir
+
+        try:
+            resolve_model_dir(cfg.model.path)
+        except ModelSourceError as error:
+            out.append(_one_line(error))
+    out.extend(_data_refusals(cfg, machine=True))
+    if cfg.model.tokenizer is not None and "/" in cfg.model.tokenizer:  # a shipped one was read statically
         from rl.tokenizer import resolve_tokenizer_dir
 
         try:
@@ -211,9 +269,10 @@ def check_file(path: str, *, machine: bool) -> dict[str, list[str]]:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)
     except (OSError, yaml.YAMLError) as error:
-        return {"static": [f"recipe: cannot read {path}: {_one_line(error)}"], "machine": []}
+        return {"static": [f"recipe: cannot read {path}: {_one_line(error)}"], "machine": [], "needs": []}
     static = static_refusals(data)
-    return {"static": static, "machine": machine_refusals(data) if machine and not static else []}
+    return {"static": static, "machine": machine_refusals(data) if machine and not static else [],
+            "needs": needs(data) if not static else []}
 
 
 def main(argv: list[str] | None = None) -> int:

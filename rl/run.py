@@ -208,8 +208,9 @@ class Engine:
         tq_cpus = 1 + cfg.data_plane.tq.num_storage_units if cfg.data_plane.backend == "tq" else 0
         self.started_ray = start_ray(num_cpus=max(placement.num_cpus, 2) + tq_cpus, num_gpus=placement.num_gpus)
         _catch_signals()  # ray.init installs its own handlers; ours win
-        tokenizer = load_tokenizer(cfg.model.tokenizer)
-        env = make_env({"name": cfg.task.name, "params": cfg.task.params})
+        tokenizer = load_tokenizer(cfg.model.tokenizer, model_path=cfg.model.path)
+        env = make_env({"name": cfg.task.name, "params": cfg.task.params},
+                       data=asdict(cfg.data), tokenizer=tokenizer)
         if cfg.data_plane.backend == "tq":
             from rl.data.tq_store import TQStore, tq_conf
 
@@ -225,6 +226,8 @@ class Engine:
         # While the actors boot, build (and warm-start) the initial weights here.
         model_cfg = asdict(cfg.model)
         model = build_model(model_cfg, vocab_size=len(tokenizer), seed=alg.seed)
+        # HF-format checkpoints (checkpoint.hf_format) save through the driver's model and tokenizer.
+        self.model, self.tokenizer = (model if cfg.checkpoint.hf_format else None), tokenizer
         if self.ckpt is None:
             info = warm_start(model, tokenizer, env, asdict(alg.warm_start), seed=alg.seed, device=device)
             log.info("warm start: %s", info)
@@ -259,9 +262,10 @@ class Engine:
                       "temperature": cfg.generation.temperature,
                       "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
 
-        def generate(prompt_ids: Any, *, seed: int, **images: Any) -> dict:
+        def generate(prompt_ids: Any, *, seed: int, **kwargs: Any) -> dict:
+            # kwargs: a vision task's image columns; `temperature` (validation samples greedily)
             return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, timeout_s=cfg.limits.worker_timeout_s,
-                                **gen_kwargs, **images)[0]
+                                **{**gen_kwargs, **kwargs})[0]
 
         names = [*(h.name for h in ranks), gen.name]
 
@@ -312,6 +316,9 @@ class Engine:
             bad = [k for k in flops_keys if not (isinstance(metrics.get(k), (int, float)) and metrics[k] > 0)]
             self.runlog.log_invariant({"check": "flops_fields", "step": step, "ok": not bad,
                                        "detail": "present and > 0" if not bad else f"missing or <= 0: {bad}"})
+            val_every = cfg.data.val_every_steps
+            if val_every and (step % val_every == 0 or step == cfg.algorithm.num_steps):
+                metrics.update(self.driver.validate(step))
             self.runlog.log_metrics(step, metrics)
             if (every and step % every == 0) or step == cfg.algorithm.num_steps:
                 self._save(step)
@@ -324,6 +331,8 @@ class Engine:
         path = checkpoint.save(self.runlog.run_dir, checkpoint.Checkpoint(
             step=step, cursor=self.driver.cursor, policy=state["policy"], optimizer=state["optimizer"],
             reference=state["reference"], rng=checkpoint.capture_rng()))
+        if self.cfg.checkpoint.hf_format:
+            save_hf(self.model, self.tokenizer, state["policy"], path / "hf")
         if faults.at("checkpoint_corrupt", step):
             faults.garble(path / "tensors.pt")
             faults.crash()
@@ -340,6 +349,14 @@ class Engine:
                 log.exception("closing the data plane")
         if self.started_ray and ray.is_initialized():
             ray.shutdown()
+
+
+def save_hf(model: Any, tokenizer: Any, weights: dict, out: Path) -> None:
+    """The policy as a Hugging Face checkpoint (safetensors, config, tokenizer with its chat
+    template) that `from_pretrained` loads without this engine."""
+    model.load_state_dict(weights)
+    model.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
 
 
 def arm_private_auth() -> None:

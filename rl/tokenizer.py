@@ -1,6 +1,8 @@
-"""Load the tokenizer a recipe names: a folder shipped in `rl/assets/tokenizers/`, or a local path.
+"""Load the tokenizer a recipe names: a folder shipped in `rl/assets/tokenizers/`, a local path,
+or (`model.tokenizer: null`) the checkpoint's own at `model.path`, chat template included.
 
-Tokenizers load offline only: engine machines (and the GPU machine) cannot download.
+Tokenizers load offline only (engine machines cannot download); the checkpoint's is found as
+`model.path` is (rl/model_source.py).
 """
 
 from __future__ import annotations
@@ -33,10 +35,21 @@ def resolve_tokenizer_dir(name_or_path: str) -> Path:
     return path
 
 
-def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerFast:
-    """Load a Hugging Face fast tokenizer that has pad and eos tokens."""
-    path = resolve_tokenizer_dir(name_or_path)
+def recipe_tokenizer_dir(tokenizer: str | None, model_path: str | None) -> Path:
+    """The directory of the recipe's tokenizer: `model.tokenizer`, or the checkpoint's when null."""
+    if tokenizer is not None:
+        return resolve_tokenizer_dir(tokenizer)
+    if not model_path:
+        raise ValueError("model.tokenizer: null takes the tokenizer of model.path, but model.path is null too")
+    from rl.model_source import resolve_model_dir
+
+    return resolve_model_dir(model_path)
+
+
+def load_tokenizer(name_or_path: str | None, *, model_path: str | None = None) -> PreTrainedTokenizerFast:
+    """Load a Hugging Face fast tokenizer that has pad and eos tokens (see `recipe_tokenizer_dir`)."""
+    path = recipe_tokenizer_dir(name_or_path, model_path)
     tok = PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
     if tok.pad_token_id is None or tok.eos_token_id is None:
-        raise ValueError(f"model.tokenizer: {name_or_path!r} must define both a pad and an eos token")
+        raise ValueError(f"model.tokenizer: {name_or_path or model_path!r} must define both a pad and an eos token")
     return tok

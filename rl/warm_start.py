@@ -88,7 +88,7 @@ def supervised_inputs(
     `layout` (the VL model's `ImageLayout`) is needed for image tasks.
     """
     prompts, images = prompt_rows(tokenizer, problems, layout)
-    answers = tokenizer([p.answer for p in problems], add_special_tokens=False)["input_ids"]
+    answers = tokenizer([p.target for p in problems], add_special_tokens=False)["input_ids"]
     rows = [prompt + answer + [tokenizer.eos_token_id] for prompt, answer in zip(prompts, answers)]
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)

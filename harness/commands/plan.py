@@ -33,6 +33,8 @@ def format_plan(plan: Plan) -> str:
     if "params" in plan.model:
         lines.append(f"model      {plan.model['family']}: {_count(plan.model['params'])} params,"
                      f" {_count(plan.model['active_params'])} active, {plan.model['num_experts']} experts")
+    if "config_file" in plan.model:
+        lines.append(f"config     {plan.model['config_file']} (the checkpoint's, model.config on top)")
     if plan.memory is not None:
         m = plan.memory
         lines.append(f"memory     {m.total:.1f} of {m.capacity:.0f} GiB per GPU (weights {m.weights:.1f}, grads "
@@ -46,8 +48,10 @@ def format_plan(plan: Plan) -> str:
 def main(args: argparse.Namespace) -> int:
     resolved = load_recipe(args.recipe, args.overrides, scale=args.scale)
     plan = make_plan(resolved.data)
-    machine = ask_before_launch(resolved.data, launching=False)
+    needs: list[str] = []
+    machine = ask_before_launch(resolved.data, launching=False, needs=needs)
     print(format_plan(plan), end="")
+    print("".join(f"needs      {line}\n" for line in needs), end="")
     print(format_answer(machine), end="")
     out = Path(args.out)
     out.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")

@@ -46,12 +46,17 @@ def validate_one(path: Path, asks: dict[tuple, Mapping]) -> list[str]:
     return problems
 
 
-def engine_problems(asks: dict[tuple, Mapping]) -> dict[Path, list[str]]:
-    """The engine's static refusals, per recipe file, each led by its scale (and variant)."""
+def engine_problems(asks: dict[tuple, Mapping],
+                    needs: dict[Path, list[str]] | None = None) -> dict[Path, list[str]]:
+    """The engine's static refusals, per recipe file, each led by its scale (and variant);
+    `needs` receives the full-scale recipe's checkpoint and datasets, per recipe file."""
     out: dict[Path, list[str]] = {}
     for (path, label, variant), answer in ask_engine(asks, machine=False).items() if asks else ():
         for line in refusals({variant: answer}, "static"):
             out.setdefault(path, []).append(f"{label}: {line}")
+        if needs is not None and label == "full scale":
+            seen = needs.setdefault(path, [])
+            seen.extend(line for line in answer.needs if line not in seen)
     return out
 
 
@@ -117,7 +122,8 @@ def main(args: argparse.Namespace) -> int:
     failed = 0
     asks: dict[tuple, Mapping] = {}
     found = {recipe: validate_one(recipe, asks) for recipe in recipes}
-    refused = engine_problems(asks)
+    needs: dict[Path, list[str]] = {}
+    refused = engine_problems(asks, needs)
     for recipe in recipes:
         problems = found[recipe] + refused.get(recipe, [])
         if problems:
@@ -126,6 +132,8 @@ def main(args: argparse.Namespace) -> int:
                 print(f"FAIL {recipe}: {problem}", file=sys.stderr)
         else:
             print(f"ok   {recipe}")
+            for line in needs.get(recipe, []):
+                print(f"     needs {line}")
     if recipes:
         print(f"{len(recipes) - failed} of {len(recipes)} recipes valid")
     failed_suites = validate_suites(paths)

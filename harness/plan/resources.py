@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from harness.plan.checkpoint_config import planned_model_config
 from harness.plan.memory import MemoryEstimate, estimate_memory, device_capacity_gib
 from harness.plan.model_size import ModelSize, layer_types, model_size
 
@@ -167,7 +168,7 @@ def make_plan(recipe: Mapping) -> Plan:
     generation = {"devices": world, "tp": gen_tp, "replicas": world // gen_tp if world % gen_tp == 0 else 0,
                   "backend": recipe["generation"]["backend"]}
 
-    cfg = dict(recipe["model"].get("config") or {})
+    cfg, config_file = planned_model_config(recipe["model"])
     warnings: list[str] = []
     try:
         size = model_size(cfg, family=recipe["model"]["family"])
@@ -202,7 +203,9 @@ def make_plan(recipe: Mapping) -> Plan:
             f"limits.timeout_s = {recipe['limits']['timeout_s']} on {world} GPUs may spend "
             f"{gpu_hours:.1f} GPU-hours, over limits.gpu_hours = {budget}"
         ])
-    model = {"family": recipe["model"]["family"]}
+    model: dict[str, Any] = {"family": recipe["model"]["family"]}
+    if config_file is not None:
+        model["config_file"] = str(config_file)
     if size is not None:
         model.update(params=size.total_params, active_params=size.active_params,
                      num_experts=size.num_experts, num_layers=size.num_layers, hidden_size=size.hidden_size)

@@ -21,7 +21,12 @@ from harness.recipe.overrides import apply, parse_override, split_key
 from harness.recipe.scales import SCALES
 from harness.recipe.tree import Tree, leaves
 
-_PATH_KEYS = (("checks", "thresholds"), ("model", "path"), ("model", "tokenizer"))
+_PATH_KEYS = (("checks", "thresholds"), ("model", "path"), ("model", "tokenizer"),
+              ("data", "train", "path"), ("data", "validation", "path"))
+# Keys that may also name a shipped asset (no '/') or a Hugging Face id (`org/name`): a value is a
+# file path, made absolute, only when it starts with '/', '.' or '~', or names an existing file or
+# directory next to the recipe; anything else reaches the engine as written.
+_ASSET_OR_HUB_KEYS = (("model", "path"), ("data", "train", "path"), ("data", "validation", "path"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,4 +116,6 @@ def _resolve_paths(tree: Tree) -> None:
             continue
         base = tree.origin_of(path).base_dir
         resolved = os.path.normpath(base / os.path.expanduser(value))
+        if path in _ASSET_OR_HUB_KEYS and not value.startswith(("/", ".", "~")) and not os.path.exists(resolved):
+            continue
         tree.get(path[:-1])[path[-1]] = resolved

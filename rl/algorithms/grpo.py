@@ -127,6 +127,21 @@ class GRPODriver:
         chosen = (kept + dropped)[: self.alg.prompts_per_step]
         return _take_groups(chosen, G)
 
+    # --- validation ----------------------------------------------------------------------------
+
+    def validate(self, step: int) -> dict[str, float]:
+        """`val/accuracy`: mean reward of one greedy completion per validation problem (the
+        dataset task's validation split), with the weights the generator holds after `step`."""
+        problems = self.env.validation_problems()
+        prompts = encode_prompts(self.tokenizer, problems, self.layout)
+        out = self._generate(prompts.input_ids, seed=self.alg.seed, temperature=0.0, **prompts.columns())
+        gen = Generation(**{k: out[k] for k in ("input_ids", "attention_mask", "response_mask",
+                                                 "gen_logprobs", "lengths", "truncated")},
+                         prompt_length=int(out["prompt_length"]))
+        texts = decode_responses(self.tokenizer, gen)
+        rewards = [self.env.score(p, t) for p, t in zip(problems, texts)]
+        return {"val/accuracy": sum(rewards) / len(rewards), "val/num_samples": len(rewards)}
+
     # --- one step ------------------------------------------------------------------------------
 
     def step(self, step: int) -> dict[str, Any]:

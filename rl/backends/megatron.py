@@ -71,7 +71,10 @@ def hf_config_of(model_cfg: dict, vocab_size: int):
         raise ValueError(f"model.family: megatron backend knows {sorted(FAMILIES)}, got {family!r}")
     overrides = dict(model_cfg.get("config") or {})
     if model_cfg.get("path"):
-        return FAMILIES[family][0].from_pretrained(model_cfg["path"], local_files_only=True, **overrides)
+        from rl.model_source import resolve_model_dir
+
+        directory = resolve_model_dir(model_cfg["path"])
+        return FAMILIES[family][0].from_pretrained(str(directory), local_files_only=True, **overrides)
     return make_config(family, overrides, vocab_size=vocab_size)
 
 

@@ -22,7 +22,6 @@ Weights: HF `model.language_model.*` (+ `lm_head.weight`) go through the text co
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import torch
 
@@ -49,7 +48,9 @@ def vl_config_of(model_cfg: dict, vocab_size: int):
         raise ValueError(f"model.family: the megatron backend knows the vision families {sorted(VL_FAMILIES)}, "
                          f"got {family!r}")
     if model_cfg.get("path"):
-        return VL_FAMILIES[family][0].from_pretrained(str(Path(model_cfg["path"]).expanduser()),
+        from rl.model_source import resolve_model_dir
+
+        return VL_FAMILIES[family][0].from_pretrained(str(resolve_model_dir(model_cfg["path"])),
                                                       local_files_only=True)
     token_ids = vision_token_ids(model_cfg.get("tokenizer") or "arith_vl")
     return make_vl_config(family, dict(model_cfg.get("config") or {}), vocab_size=vocab_size, token_ids=token_ids)

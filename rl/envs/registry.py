@@ -7,15 +7,25 @@ from the recipe's `task.params`; a name registered twice is an error.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 
 @dataclass(frozen=True, kw_only=True)
 class Problem:
-    """A prompt and its reference answer (text, without the eos token)."""
+    """A prompt and its reference answer (text, without the eos token).
+
+    `demonstration`: the completion the warm start teaches when it is not the bare answer (a
+    math task answers `\\boxed{7}` for the answer `7`); None: the answer itself.
+    """
 
     prompt: str
     answer: str
+    demonstration: str | None = None
+
+    @property
+    def target(self) -> str:
+        """What a correct completion says (before eos)."""
+        return self.answer if self.demonstration is None else self.demonstration
 
 
 class Env(Protocol):
@@ -53,12 +63,33 @@ def register_env(name: str) -> Callable[[EnvFactory], EnvFactory]:
     return deco
 
 
-def make_env(task_cfg: dict) -> Env:
-    """Build the recipe's task from its `task` section: {name, params}."""
+# Tasks whose problems come from the recipe's `data:` section: factory(params, data, tokenizer).
+DATASET_ENVS: dict[str, Callable[[dict, dict, Any], Env]] = {}
+
+
+def register_dataset_env(name: str) -> Callable:
+    """Decorator registering `factory(params, data, tokenizer) -> Env` under `name`."""
+
+    def deco(factory: Callable[[dict, dict, Any], Env]) -> Callable[[dict, dict, Any], Env]:
+        if name in ENVS or name in DATASET_ENVS:
+            raise ValueError(f"task {name!r} is already registered")
+        DATASET_ENVS[name] = factory
+        return factory
+
+    return deco
+
+
+def make_env(task_cfg: dict, *, data: dict | None = None, tokenizer: Any = None) -> Env:
+    """Build the recipe's task from its `task` section: {name, params}; a dataset task also
+    takes the recipe's `data` section and the tokenizer (for its chat template)."""
     name = task_cfg.get("name")
-    if name not in ENVS:
-        raise ValueError(f"task.name: unknown task {name!r}; known: {sorted(ENVS)}")
+    if name not in ENVS and name not in DATASET_ENVS:
+        raise ValueError(f"task.name: unknown task {name!r}; known: {sorted([*ENVS, *DATASET_ENVS])}")
     params = task_cfg.get("params") or {}
     if not isinstance(params, dict):
         raise ValueError(f"task.params: expected a mapping, got {type(params).__name__}")
+    if name in DATASET_ENVS:
+        if not data or not data.get("train"):
+            raise ValueError(f"data.train: task {name!r} reads its problems from a dataset; name one")
+        return DATASET_ENVS[name](dict(params), data, tokenizer)
     return ENVS[name](dict(params))

@@ -2,14 +2,14 @@
 
 Both are hybrid stacks (gated-delta-rule linear attention plus every 4th layer full attention).
 Text only for now: the vision-language classes need image inputs that no task produces yet.
-Built from config the weights are fp32 and a pure function of (config, seed); from a path they
-are loaded offline.
+Built from config the weights are fp32 and a pure function of (config, seed); from `model.path`
+(rl/model_source.py: a shipped tiny checkpoint, a local directory or a Hub id) they are loaded
+with `from_pretrained`, the recipe's `model.config` fields overriding the checkpoint's.
 """
 
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
 import torch
 from transformers import (
@@ -21,6 +21,7 @@ from transformers import (
     Qwen3_5TextConfig,
 )
 
+from rl.model_source import resolve_model_dir
 from rl.models.registry import registry
 from rl.models.tiny_configs import tiny_config
 
@@ -72,11 +73,8 @@ def _init_from_config(config: PretrainedConfig, model_cls: type[PreTrainedModel]
 
 
 def _load_from_path(path: str, model_cls: type[PreTrainedModel], overrides: dict, vocab_size: int) -> PreTrainedModel:
-    if not Path(path).expanduser().is_dir():
-        raise ValueError(f"model.path: no such directory {path!r}")
-    model = model_cls.from_pretrained(
-        str(Path(path).expanduser()), local_files_only=True, dtype=torch.float32, **overrides
-    )
+    directory = resolve_model_dir(path)
+    model = model_cls.from_pretrained(str(directory), local_files_only=True, dtype=torch.float32, **overrides)
     if model.config.vocab_size < vocab_size:
         raise ValueError(
             f"model.path: checkpoint vocab_size {model.config.vocab_size} is smaller than the tokenizer's {vocab_size}"

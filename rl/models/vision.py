@@ -13,8 +13,6 @@ families; from a path they are loaded offline.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 from transformers import (
     PretrainedConfig,
@@ -27,6 +25,7 @@ from transformers import (
     Qwen3_5VisionConfig,
 )
 
+from rl.model_source import resolve_model_dir
 from rl.models.qwen3_5 import make_config, refuse_unknown_fields
 from rl.models.registry import vision_registry
 
@@ -112,9 +111,7 @@ def _builder(family: str):
         model_cls = VL_FAMILIES[family][2]
         overrides = dict(model_cfg.get("config") or {})
         if model_cfg.get("path"):
-            path = Path(model_cfg["path"]).expanduser()
-            if not path.is_dir():
-                raise ValueError(f"model.path: no such directory {model_cfg['path']!r}")
+            path = resolve_model_dir(model_cfg["path"])
             model = model_cls.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
         else:
             token_ids = vision_token_ids(model_cfg.get("tokenizer") or "arith_vl")

@@ -76,6 +76,17 @@ def test_relative_paths_follow_the_file_that_set_them(monkeypatch, tmp_path):
     assert r.data["model"]["tokenizer"] == "arith"                   # a name, not a path
 
 
+def test_hub_ids_and_shipped_names_reach_the_engine_as_written(here):
+    recipe = _write(here, "r.yaml", MINIMAL)
+    r = load_recipe(recipe, ["model.path=Qwen/Qwen3.5-35B-A3B-Base",
+                             "++data.train={path: nvidia/OpenMathInstruct-2, split: train}"])
+    assert r.data["model"]["path"] == "Qwen/Qwen3.5-35B-A3B-Base"
+    assert r.data["data"]["train"]["path"] == "nvidia/OpenMathInstruct-2"
+    assert load_recipe(recipe, ["model.path=tiny_qwen3_5_moe"]).data["model"]["path"] == "tiny_qwen3_5_moe"
+    (here / "ckpt").mkdir()  # an existing directory next to the recipe is a path
+    assert load_recipe(recipe, ["model.path=./ckpt"]).data["model"]["path"] == str(here / "ckpt")
+
+
 def test_override_path_is_relative_to_the_working_dir(here):
     recipe = _write(here, "sub/r.yaml", MINIMAL)
     r = load_recipe(recipe, ["checks.thresholds=t/x.yaml"])

@@ -1,19 +1,24 @@
 """The real engine (`python -m rl.run`, Ray, gloo) on the Qwen3.5-35B-A3B tiny twin with megatron.
 
 The recipe is `recipes/qwen3_5_35b.yaml --scale tiny` as the harness resolves it (megatron-core,
-EP=2 over 2 CPU ranks, Qwen3.5's hybrid layers), shrunk to a few small steps. Checked:
+EP=2 over 2 CPU ranks, Qwen3.5's hybrid layers), shrunk to a few small steps: the full-scale
+recipe's loading code on the shipped tiny checkpoint (`model.path`, its chat-template tokenizer)
+and the shipped math JSONL graded by math-verify. Checked:
 * EP=2 (every rank a DP rank): the run completes, every invariant holds, the FLOPs fields count
   the world (2 ranks), the generator is in sync after every refit (gen_kl_error ~1e-9: the
   HF-format weights gathered from the experts' ranks are the trained ones), and the final
   checkpoint holds HF weights that load strictly into the generation model, plus one optimizer
-  state per rank;
+  state per rank; its HF-format copy (`checkpoint.hf_format`) loads back with `from_pretrained`
+  (no engine code) and gives the checkpoint's log-probs bit for bit; the validation pass logs
+  `val/accuracy` at the last step;
 * TP=2 with sequence parallel (one DP replica; both ranks get every row, rank 0 answers): same
   checks, and its step-1 log-probs equal EP=2's on the same batch;
 * CP=2 and EP=2 (context parallel: one DP replica, each rank holds half of every sequence):
   same checks, and its step-1 log-probs equal EP=2's;
 * PP=2 (two pipeline stages, the last one answers): same checks, step-1 log-probs equal EP=2's;
 * the torch backend (HF model) on the same warm-started weights: step 1 draws the same batch, and
-  its log-probs match megatron's within the backend's measured tolerance (docs/megatron.md).
+  its log-probs match megatron's within the backend's measured tolerance (docs/megatron.md); its
+  HF-format checkpoint loads back the same way.
 The warm start is cached (~/.cache/rl or $RL_CACHE_DIR) and shared with the shipped recipe.
 """
 
@@ -41,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "qwen3_5_35b.yaml"
 STEPS = 3
 SMALL = ("algorithm.num_steps=3", "algorithm.prompts_per_step=4", "policy.micro_batch_size=8",
-         "checkpoint.every_steps=0")
+         "checkpoint.every_steps=0", "data.val_max_samples=8")
 # Per-token log-probs agree to 5e-7 between backends (docs/megatron.md); the digest is a weighted
 # sum over ~40 response tokens, so its relative difference stays far below this bound.
 DIGEST_RTOL = 1e-5
@@ -96,20 +101,46 @@ def work(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def ep2(work: Path) -> Path:
-    return _run(work, "ep2")
+    return _run(work, "ep2", "checkpoint.hf_format=true")
+
+
+def _check_hf_copy(run_dir: Path, step: int) -> None:
+    """step_N/hf loads with plain `from_pretrained` and scores like the checkpoint's weights."""
+    # PreTrainedTokenizerFast, not AutoTokenizer: AutoTokenizer maps this model type to Qwen's BPE
+    # tokenizer class, which re-derives the pre-tokenizer and splits the tiny character tokenizer
+    # differently (a released Qwen checkpoint's tokenizer is that class, so it loads either way).
+    from transformers import PreTrainedTokenizerFast, Qwen3_5MoeForCausalLM
+
+    from rl.models import build_model, token_logprobs
+    from rl.tokenizer import load_tokenizer
+
+    recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text())
+    ckpt = run_dir / "checkpoints" / f"step_{step}"
+    policy = torch.load(ckpt / "tensors.pt", weights_only=False)["policy"]
+    tok = load_tokenizer(recipe["model"]["tokenizer"], model_path=recipe["model"]["path"])
+    engine_model = build_model(recipe["model"], vocab_size=len(tok), seed=0)
+    engine_model.load_state_dict(policy)  # strict: the gathered weights are a full HF state dict
+    loaded = Qwen3_5MoeForCausalLM.from_pretrained(str(ckpt / "hf"), local_files_only=True).eval()
+    hf_tok = PreTrainedTokenizerFast.from_pretrained(str(ckpt / "hf"), local_files_only=True)
+    text = hf_tok.apply_chat_template([{"role": "user", "content": "3+4"}], add_generation_prompt=True,
+                                      tokenize=False) + "\\boxed{7}"
+    ids = torch.tensor([hf_tok(text, add_special_tokens=False)["input_ids"]])
+    assert ids.tolist() == [tok(text, add_special_tokens=False)["input_ids"]]
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        assert torch.equal(token_logprobs(loaded, ids, mask), token_logprobs(engine_model.eval(), ids, mask))
 
 
 def test_ep2_runs_and_refits(ep2: Path) -> None:
-    from rl.models import build_model
-    from rl.tokenizer import load_tokenizer
-
-    _check_run(ep2, STEPS)
+    rows = _check_run(ep2, STEPS)
+    assert "val/accuracy" in rows[-1] and rows[-1]["val/num_samples"] == 8  # the pass at the last step
+    assert all("val/accuracy" not in r for r in rows[:-1])
     recipe = yaml.safe_load((ep2 / "recipe.yaml").read_text())
     assert recipe["policy"]["backend"] == "megatron" and recipe["policy"]["parallel"]["ep"] == 2
+    assert recipe["model"]["path"] == "tiny_qwen3_5_moe" and recipe["task"]["name"] == "math"
     tensors = torch.load(ep2 / "checkpoints" / f"step_{STEPS}" / "tensors.pt", weights_only=False)
     assert len(tensors["optimizer"]["per_rank"]) == 2
-    model = build_model(recipe["model"], vocab_size=len(load_tokenizer(recipe["model"]["tokenizer"])), seed=0)
-    model.load_state_dict(tensors["policy"])  # strict: the gathered weights are a full HF state dict
+    _check_hf_copy(ep2, STEPS)
     moved = [k for k in tensors["policy"] if not torch.equal(tensors["policy"][k], tensors["reference"][k])]
     assert any(".mlp.experts." in k for k in moved), "no expert weight changed in training"
 
@@ -150,7 +181,9 @@ def test_pp2_pipeline_matches_ep2(ep2: Path, work: Path) -> None:
 
 
 def test_torch_backend_logprobs_match_megatron(ep2: Path, work: Path) -> None:
-    out = _run(work, "torch", "policy.backend=torch", "policy.parallel.ep=1", "algorithm.num_steps=1")
+    out = _run(work, "torch", "policy.backend=torch", "policy.parallel.ep=1", "algorithm.num_steps=1",
+               "checkpoint.hf_format=true")
+    _check_hf_copy(out, 1)
     torch_row, megatron_row = _metrics(out)[0], _metrics(ep2)[0]
     assert torch_row["train/reward"] == megatron_row["train/reward"]
     assert torch_row["train/logprob_digest"] == pytest.approx(megatron_row["train/logprob_digest"],

@@ -175,7 +175,7 @@ def test_a_vision_model_from_a_path_refuses_config_it_would_ignore(tmp_path):
 def test_missing_paths_are_refused_on_the_machine_only(tmp_path):
     data = recipe(model__path=str(tmp_path / "nowhere"))
     assert static_refusals(data) == []
-    assert machine_refusals(data) == [f"model.path: no such directory {str(tmp_path / 'nowhere')!r} on this machine"]
+    assert machine_refusals(data) == [f"model.path: no such directory {str(tmp_path / 'nowhere')!r}"]
     data = recipe(model__tokenizer=str(tmp_path / "tok"))
     assert static_refusals(data) == []
     assert machine_refusals(data)[0].startswith("model.tokenizer: no such directory")
@@ -194,7 +194,7 @@ def test_the_command_prints_one_line_per_refusal_and_exits_2(tmp_path, capsys, g
                    "generation.backend: vllm is not installed here; use generation.backend: torch"]
     assert preflight.main([str(good), str(bad), "--machine", "--json"]) == 2
     answer = json.loads(capsys.readouterr().out)
-    assert answer[str(good)] == {"static": [], "machine": []}
+    assert answer[str(good)] == {"static": [], "machine": [], "needs": []}
     assert len(answer[str(bad)]["machine"]) == 2 and answer[str(bad)]["static"] == []
 
 
@@ -206,3 +206,35 @@ def test_the_engine_run_by_hand_refuses_before_ray_starts(tmp_path, gpus):
     assert run_main([str(path), "--out", str(tmp_path / "run")]) == 2
     status = json.loads((tmp_path / "run" / "status.json").read_text())
     assert status["state"] == "failed" and "recipe needs 16 GPUs (h200), this machine has 0" in status["error"]
+
+
+def test_a_hub_checkpoint_not_in_the_cache_is_refused_here_naming_its_files(tmp_path, monkeypatch, installed):
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    installed["datasets"] = False
+    data = recipe(model__path="Qwen/Qwen3.5-35B-A3B-Base", model__tokenizer=None, model__config={},
+                  task={"name": "math", "params": {}},
+                  data={"train": {"path": "nvidia/OpenMathInstruct-2", "split": "train_1M"}})
+    assert static_refusals(data) == []  # resolved without network
+    model, dataset = machine_refusals(data)
+    assert model.startswith("model.path: Qwen/Qwen3.5-35B-A3B-Base is not in this machine's Hugging Face cache; "
+                            "it needs config.json, tokenizer.json")
+    assert dataset.startswith("data.train.path: nvidia/OpenMathInstruct-2 is a Hugging Face dataset and the "
+                              "`datasets` package is not installed here")
+    assert preflight.needs(data) == [
+        "model.path: Qwen/Qwen3.5-35B-A3B-Base (Hugging Face Hub id, read from the local cache): config.json, "
+        "tokenizer.json, tokenizer_config.json, model.safetensors or model.safetensors.index.json and its shards",
+        "data.train: nvidia/OpenMathInstruct-2 split train_1M (Hugging Face dataset, through the datasets package "
+        "and its local cache)"]
+
+
+def test_data_files_are_checked_shipped_anywhere_local_on_the_machine(tmp_path):
+    math = {"task": {"name": "math", "params": {}}, "model__path": "tiny_qwen3_5_moe", "model__tokenizer": None,
+            "model__family": "qwen3_5_moe", "model__config": {}}
+    shipped = recipe(**math, data={"train": {"path": "tiny_math", "split": "nope"}})
+    assert static_refusals(shipped) == ["data.train: no shipped dataset 'tiny_math' with split 'nope'; "
+                                        "shipped: ['tiny_math']"]
+    local = recipe(**math, data={"train": {"path": str(tmp_path / "rows.jsonl")}})
+    assert static_refusals(local) == []
+    assert machine_refusals(local) == [f"data.train.path: no such file {str(tmp_path / 'rows.jsonl')!r}"]
+    good = recipe(**math, data={"train": {"path": "tiny_math", "split": "train"}})
+    assert static_refusals(good) == [] and machine_refusals(good) == []

@@ -51,7 +51,7 @@ READERS: dict[str, tuple[str, str]] = {
     "model.modality": ("rl/models/registry.py", 'model_cfg.get("modality", "text")'),
     "model.path": ("rl/models/qwen3_5.py", 'model_cfg.get("path")'),
     "model.config": ("rl/models/qwen3_5.py", 'model_cfg.get("config")'),
-    "model.tokenizer": ("rl/run.py", "load_tokenizer(cfg.model.tokenizer)"),
+    "model.tokenizer": ("rl/run.py", "load_tokenizer(cfg.model.tokenizer, model_path=cfg.model.path)"),
     "cluster.nodes": ("rl/config.py", "self.cluster.nodes * self.cluster.devices_per_node"),
     "cluster.devices_per_node": ("rl/config.py", "self.cluster.nodes * self.cluster.devices_per_node"),
     "cluster.device": ("rl/run.py", "device=cfg.cluster.device"),
@@ -103,6 +103,20 @@ READERS: dict[str, tuple[str, str]] = {
     "data_plane.tq.num_storage_units": ("rl/run.py", "cfg.data_plane.tq.num_storage_units"),
     "env": ("rl/run.py", "env_vars=dict(cfg.env)"),
     "checkpoint.every_steps": ("rl/run.py", "cfg.checkpoint.every_steps"),
+    "checkpoint.hf_format": ("rl/run.py", "cfg.checkpoint.hf_format"),
+    "data.train": ("rl/envs/math.py", 'data["train"]'),
+    "data.train.path": ("rl/envs/math.py", 'data["train"]["path"]'),
+    "data.train.split": ("rl/envs/math.py", 'data["train"].get("split")'),
+    "data.validation": ("rl/envs/math.py", 'data.get("validation")'),
+    "data.validation.path": ("rl/envs/math.py", 'val["path"]'),
+    "data.validation.split": ("rl/envs/math.py", 'val.get("split")'),
+    "data.prompt_key": ("rl/envs/math.py", 'data["prompt_key"]'),
+    "data.answer_key": ("rl/envs/math.py", 'data["answer_key"]'),
+    "data.prompt_template": ("rl/envs/math.py", 'self.data["prompt_template"]'),
+    "data.chat_template": ("rl/envs/math.py", 'self.data["chat_template"]'),
+    "data.shuffle": ("rl/envs/math.py", 'self.data["shuffle"]'),
+    "data.val_every_steps": ("rl/run.py", "cfg.data.val_every_steps"),
+    "data.val_max_samples": ("rl/envs/math.py", 'self.data["val_max_samples"]'),
 }
 
 # Leaves the engine honours only in some values: (a value it cannot honour, the refusal's start).
@@ -159,7 +173,12 @@ def _config_leaves(cls: type, path: str = "") -> set[str]:
     out: set[str] = set()
     for f in dataclasses.fields(cls):
         dotted = f"{path}.{f.name}" if path else f.name
-        out |= _config_leaves(hints[f.name], dotted) if dataclasses.is_dataclass(hints[f.name]) else {dotted}
+        hint = hints[f.name]
+        optional = [a for a in typing.get_args(hint) if a is not type(None)] if type(None) in typing.get_args(hint) else []
+        if len(optional) == 1 and dataclasses.is_dataclass(optional[0]):  # a section or null: both are leaves
+            out |= {dotted} | _config_leaves(optional[0], dotted)
+        else:
+            out |= _config_leaves(hint, dotted) if dataclasses.is_dataclass(hint) else {dotted}
     return out
 
 
