@@ -200,7 +200,7 @@ class Engine:
         cfg, alg = self.cfg, self.cfg.algorithm
         world, env_keys = cfg.world_size, sorted(cfg.env)
         placement = plan_placement(device=cfg.cluster.device, world_size=world,
-                                   colocated=cfg.generation.colocated)
+                                   colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes)
         device = "cuda" if placement.gpu else "cpu"
         # Logical CPUs: our workers take fractions; TransferQueue's controller and each storage
         # unit ask for a whole CPU, so a TQ run reserves those on top (2 cores would hang).
