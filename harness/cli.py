@@ -1,6 +1,6 @@
 """The `harness` command.
 
-    harness run [RECIPE] [a.b=c ...] [--scale tiny] [--out DIR] [--dry-run] [--resume]
+    harness run [RECIPE] [a.b=c ...] [--scale tiny] [--out DIR] [--dry-run] [--resume] [--ray-address URL]
     harness show RECIPE [a.b=c ...] [--scale tiny] [--provenance]
     harness plan RECIPE [a.b=c ...] [--scale tiny] [--out FILE]
     harness validate [PATHS ...]
@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --out from its newest checkpoint (the same recipe; rl engine only)")
+    run.add_argument("--ray-address", metavar="URL",
+                     help="run the engine as a Ray job on the cluster whose dashboard is at URL (http://HEAD:8265; "
+                          "default: RAY_ADDRESS when it is such a URL); the run dir must be on a path the head shares")
 
     show = sub.add_parser("show", help="print the resolved recipe")
     _recipe_args(show)

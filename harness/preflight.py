@@ -113,8 +113,10 @@ def _run(command: list[str], env: dict[str, str]) -> dict[str, dict]:
         raise PreflightError(f"the engine's preflight failed (exit {proc.returncode}): {tail}") from None
 
 
-def ask_before_launch(recipe: Mapping, *, launching: bool) -> list[str] | None:
+def ask_before_launch(recipe: Mapping, *, launching: bool, machine_here: bool = True) -> list[str] | None:
     """Ask the engine (with this machine's checks) before anything is written; None: not asked.
+    `machine_here=False` (a Ray job: the engine runs on the cluster) asks the static checks only;
+    the engine answers the machine's part on the cluster, refusing before its run starts.
 
     Raises:
         EngineRefusal: the engine refuses the recipe anywhere, or (when `launching`) here.
@@ -122,7 +124,7 @@ def ask_before_launch(recipe: Mapping, *, launching: bool) -> list[str] | None:
     asks = engine_recipes(recipe)
     if not asks:
         return None
-    answers = ask_engine(asks, machine=True)
+    answers = ask_engine(asks, machine=machine_here)
     static, machine = refusals(answers, "static"), refusals(answers, "machine")
     if static or (machine and launching):
         raise EngineRefusal(static + machine)
