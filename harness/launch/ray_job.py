@@ -93,6 +93,13 @@ def submit_and_follow(client: Any, *, argv: Sequence[str], working_dir: str, env
     return int(code)
 
 
+def job_client(address: str) -> Any:
+    """Ray's JobSubmissionClient (imported here: the harness needs Ray only for a Ray job)."""
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(address)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.launch.ray_job", description=__doc__.splitlines()[0])
     parser.add_argument("--address", required=True, help="the Ray dashboard's address, http://HEAD:8265")
@@ -108,9 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     try:
-        from ray.job_submission import JobSubmissionClient
-
-        client = JobSubmissionClient(args.address)
+        client = job_client(args.address)
         env_vars = {name: os.environ[name] for name in args.env if name in os.environ}
         return submit_and_follow(client, argv=command, working_dir=args.working_dir, env_vars=env_vars,
                                  submission_id=args.submission_id)
