@@ -30,7 +30,7 @@ from typing import Any
 __all__ = ["entrypoint", "main", "submit_and_follow"]
 
 POLL_S = 0.5
-STOP_WAIT_S = 25.0  # the launcher's grace is 20 s after our SIGINT; Ray kills the entrypoint after 3 s
+STOP_WAIT_S = 15.0  # within the launcher's 20 s grace after our SIGINT; Ray kills the entrypoint after 3 s
 EXCLUDES = [".git", ".venv", "runs", "**/__pycache__"]
 EXIT_STOPPED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
