@@ -137,6 +137,7 @@ class DataPlaneConfig:
 @dataclass(kw_only=True)
 class CheckpointConfig:
     every_steps: int = 0
+    dir: str | None = None  # None: RUN_DIR/checkpoints; else a path every node and a restarted job see
 
 
 @dataclass(kw_only=True)

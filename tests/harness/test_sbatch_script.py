@@ -29,7 +29,7 @@ def test_directives_follow_the_recipe():
     assert "#SBATCH --nodes=2" in head and "#SBATCH --gpus-per-node=8" in head
     assert "#SBATCH --partition=gpu" in head and "#SBATCH --ntasks-per-node=1" in head
     assert f"#SBATCH --time={slurm_time(recipe['limits']['timeout_s'] + 600)}" in head
-    assert "harness.cli run " + str(RECIPE) + " --no-progress --out /shared/run" in script
+    assert "harness.cli run " + str(RECIPE) + ' --no-progress --out /shared/run "${resume[@]}"' in script
     tiny = batch_script(load_recipe(RECIPE, [], scale="tiny").data, harness_args=["r.yaml"], partition=None,
                         run_dir=None)
     assert "--gpus-per-node" not in tiny and "--partition" not in tiny
@@ -61,3 +61,10 @@ def test_the_script_starts_ray_on_every_node_runs_the_harness_on_the_head_and_ex
     assert run == [f"python -m harness.cli run {REPO / 'recipes' / 'arith_grpo_cpu.yaml'} algorithm.num_steps=2 "
                    f"--no-progress --out {tmp_path / 'run'} RAY_ADDRESS=10.1.2.3:6379 AUTH=token"]
     assert "ray stop" in log[-1]  # torn down after the run
+
+    (tmp_path / "run" / "recipe.yaml").parent.mkdir(exist_ok=True)
+    (tmp_path / "run" / "recipe.yaml").write_text("name: x\n")  # a requeued job finds its run
+    calls.unlink()
+    subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert [line for line in calls.read_text().splitlines() if line.startswith("python -m")][0].endswith(
+        f"--out {tmp_path / 'run'} --resume RAY_ADDRESS=10.1.2.3:6379 AUTH=token")

@@ -101,6 +101,7 @@ READERS: dict[str, tuple[str, str]] = {
     "data_plane.tq.num_storage_units": ("rl/run.py", "cfg.data_plane.tq.num_storage_units"),
     "env": ("rl/run.py", "env_vars=dict(cfg.env)"),
     "checkpoint.every_steps": ("rl/run.py", "cfg.checkpoint.every_steps"),
+    "checkpoint.dir": ("rl/run.py", "cfg.checkpoint.dir"),
 }
 
 # Leaves the engine honours only in some values: (a value it cannot honour, the refusal's start).
