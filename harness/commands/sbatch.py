@@ -5,9 +5,10 @@ Ray head on the first node and a Ray worker on each other one (`srun`), waits un
 every node, runs `harness run` on the first node with RAY_ADDRESS set to the head (the engine
 joins it as a driver and spreads its ranks over the nodes, rl/placement.py), then stops Ray on
 every node. The job's exit code is the harness's; a requeued job whose run dir already holds the
-run resumes it (`harness run --resume`, from `checkpoint.dir` or RUN_DIR/checkpoints). The Ray it starts has token auth with a fresh
-random token, like the engine's private Ray. The run dir (default runs/NAME-JOBID in the
-checkout) and the checkout must be on a filesystem every node shares. `--submit` runs `sbatch`.
+run resumes it (`harness run --resume`, from `checkpoint.dir` or RUN_DIR/checkpoints). The Ray
+it starts has token auth with a fresh random token, like the engine's private Ray. The run dir
+(default runs/NAME-JOBID in the checkout) and the checkout must be on a filesystem every node
+shares. `--submit` runs `sbatch`.
 """
 
 from __future__ import annotations

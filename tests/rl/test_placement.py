@@ -67,7 +67,8 @@ def _node(node_id: str, address: str = "10.0.0.1", alive: bool = True, **resourc
 def test_nodes_are_assigned_driver_first_then_by_address_skipping_dead_and_small_ones():
     p = plan_placement(device="h200", world_size=4, nodes=2)
     nodes = [_node("c", "10.0.0.3", GPU=2, CPU=8), _node("b", "10.0.0.2", alive=False, GPU=2, CPU=8),
-             _node("cpu-head", "10.0.0.0", CPU=8), _node("a", "10.0.0.2", GPU=2, CPU=8), _node("d", "10.0.0.1", GPU=1, CPU=8)]
+             _node("cpu-head", "10.0.0.0", CPU=8), _node("a", "10.0.0.2", GPU=2, CPU=8),
+             _node("d", "10.0.0.1", GPU=1, CPU=8)]
     assert assign_nodes(p, nodes, driver_node="c") == ["c", "a"]
     assert assign_nodes(p, nodes, driver_node="cpu-head") == ["a", "c"]  # a GPU-less head holds no rank
 
