@@ -5,8 +5,7 @@ Where each worker runs is `rl.placement`'s rule (CPU fractions on a CPU box, one
 policy rank on a GPU machine); with several nodes each bundle is pinned to the Ray node chosen
 for its node index (`assign_nodes`: the driver's node is node 0 when it fits). A private Ray
 gets a fresh random auth token per run, so no other local user can submit work to it while the
-run is up. Every remote call goes
-through `Cluster.get`, which waits with `ray.wait` and a deadline and turns an actor death into
+run is up. Every remote call goes through `Cluster.get`, which waits with `ray.wait` and a deadline and turns an actor death into
 `DeadWorkerError(name)`; when a worker raises instead (e.g. its gloo peer vanished), the other
 workers are probed so the dead one is still the one reported.
 """
@@ -33,8 +32,8 @@ log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 3.0
 OBJECT_STORE_BYTES = 4 << 30  # explicit: a GPU machine's memory reads small at start (MACHINES.md)
-# The GPU machines' NVLink-multicast switches: set in the driver's environment, they reach every worker.
 NODE_ID_LABEL = "ray.io/node-id"  # a label Ray gives every node
+# The GPU machines' NVLink-multicast switches: set in the driver's environment, they reach every worker.
 PASS_THROUGH_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
                     "NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS")
 
