@@ -5,9 +5,10 @@ Where each worker runs is `rl.placement`'s rule (CPU fractions on a CPU box, one
 policy rank on a GPU machine); with several nodes each bundle is pinned to the Ray node chosen
 for its node index (`assign_nodes`: the driver's node is node 0 when it fits). A private Ray
 gets a fresh random auth token per run, so no other local user can submit work to it while the
-run is up. Every remote call goes through `Cluster.get`, which waits with `ray.wait` and a deadline and turns an actor death into
-`DeadWorkerError(name)`; when a worker raises instead (e.g. its gloo peer vanished), the other
-workers are probed so the dead one is still the one reported.
+run is up. Every remote call goes through `Cluster.get`, which waits with `ray.wait` and a
+deadline and turns an actor death into `DeadWorkerError(name)`; when a worker raises instead
+(e.g. its gloo peer vanished), the other workers are probed so the dead one is still the one
+reported.
 """
 
 from __future__ import annotations
