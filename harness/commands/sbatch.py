@@ -51,7 +51,7 @@ def batch_script(recipe: Mapping, *, harness_args: list[str], partition: str | N
         f"--time={slurm_time(float(recipe['limits']['timeout_s']) + STARTUP_MARGIN_S)}",
         *([f"--gpus-per-node={int(cluster['devices_per_node'])}"] if gpu else []),
         *([f"--partition={partition}"] if partition else []),
-        "--output=harness-%x-%j.out",
+        "--output=%x-%j.out",  # in the directory sbatch is run from
     ]
     run = shlex.join([python, "-m", "harness.cli", "run", *harness_args, "--no-progress"])
     lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives), "", f"""\
