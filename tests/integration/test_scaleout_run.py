@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,7 +49,8 @@ def two_node_ray_cluster():
         "num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": 0})
     # Its own temp dir: two nodes of one machine sharing one would share the job's unpacked
     # working dir, and one node's clean-up deletes it under the other's engine.
-    worker = cluster.add_node(num_cpus=1, temp_dir=tempfile.mkdtemp(prefix="ray-node2-"))
+    node_dir = tempfile.mkdtemp(prefix="ray-node2-")  # short: Ray's socket paths must fit 107 bytes
+    worker = cluster.add_node(num_cpus=1, temp_dir=node_dir)
     try:
         cluster.wait_for_nodes()
         ids = {node.node_id for node in cluster.list_all_nodes()}
@@ -56,6 +58,7 @@ def two_node_ray_cluster():
     finally:
         cluster.remove_node(worker)  # first: a worker node outliving the head waits 30 s to drain
         cluster.shutdown()
+        shutil.rmtree(node_dir, ignore_errors=True)
 
 
 def short_thresholds(tmp: Path) -> Path:
