@@ -1,6 +1,7 @@
 """The `harness` command.
 
-    harness run [RECIPE] [a.b=c ...] [--scale tiny] [--out DIR] [--dry-run] [--resume]
+    harness run [RECIPE] [a.b=c ...] [--scale tiny] [--out DIR] [--dry-run] [--resume] [--ray-address URL]
+    harness sbatch RECIPE [a.b=c ...] [--scale tiny] [--partition P] [--out DIR] [--script FILE] [--submit]
     harness show RECIPE [a.b=c ...] [--scale tiny] [--provenance]
     harness plan RECIPE [a.b=c ...] [--scale tiny] [--out FILE]
     harness validate [PATHS ...] [--self-test]
@@ -54,6 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --out from its newest checkpoint (the same recipe; rl engine only)")
+    run.add_argument("--ray-address", metavar="URL",
+                     help="run the engine as a Ray job on the cluster whose dashboard is at URL (http://HEAD:8265; "
+                          "default: RAY_ADDRESS when it is such a URL); the run dir must be on a path the head shares")
+
+    sbatch = sub.add_parser("sbatch", help="write (and --submit) a Slurm batch script: Ray over the nodes, then run")
+    _recipe_args(sbatch)
+    sbatch.add_argument("--partition", help="the Slurm partition (#SBATCH --partition)")
+    sbatch.add_argument("--out", help="run dir, on a filesystem every node shares (default: runs/<name>-<job id>)")
+    sbatch.add_argument("--script", help="where to write the script (default: ./sbatch-<name>.sh)")
+    sbatch.add_argument("--submit", action="store_true", help="submit it with sbatch; exit with sbatch's code")
 
     show = sub.add_parser("show", help="print the resolved recipe")
     _recipe_args(show)

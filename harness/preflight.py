@@ -115,9 +115,12 @@ def _run(command: list[str], env: dict[str, str]) -> dict[str, dict]:
         raise PreflightError(f"the engine's preflight failed (exit {proc.returncode}): {tail}") from None
 
 
-def ask_before_launch(recipe: Mapping, *, launching: bool, needs: list[str] | None = None) -> list[str] | None:
+def ask_before_launch(recipe: Mapping, *, launching: bool, needs: list[str] | None = None,
+                      machine_here: bool = True) -> list[str] | None:
     """Ask the engine (with this machine's checks) before anything is written; None: not asked.
     `needs`, when given, receives what a run reads (checkpoint, datasets), once per line.
+    `machine_here=False` (a Ray job: the engine runs on the cluster) asks the static checks only;
+    the engine answers the machine's part on the cluster, refusing before its run starts.
 
     Raises:
         EngineRefusal: the engine refuses the recipe anywhere, or (when `launching`) here.
@@ -125,7 +128,7 @@ def ask_before_launch(recipe: Mapping, *, launching: bool, needs: list[str] | No
     asks = engine_recipes(recipe)
     if not asks:
         return None
-    answers = ask_engine(asks, machine=True)
+    answers = ask_engine(asks, machine=machine_here)
     static, machine = refusals(answers, "static"), refusals(answers, "machine")
     if needs is not None:
         needs.extend(dict.fromkeys(line for answer in answers.values() for line in answer.needs))

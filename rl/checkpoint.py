@@ -73,13 +73,15 @@ def restore_rng(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def _dir(run_dir: str | Path) -> Path:
-    return Path(run_dir) / "checkpoints"
+def _dir(run_dir: str | Path, directory: str | Path | None = None) -> Path:
+    """`checkpoint.dir` when the recipe sets it (a path every node and a restarted job see),
+    else RUN_DIR/checkpoints."""
+    return Path(directory) if directory else Path(run_dir) / "checkpoints"
 
 
-def save(run_dir: str | Path, ckpt: Checkpoint) -> Path:
-    """Write `ckpt` atomically to RUN_DIR/checkpoints/step_N and return that path."""
-    root = _dir(run_dir)
+def save(run_dir: str | Path, ckpt: Checkpoint, *, directory: str | Path | None = None) -> Path:
+    """Write `ckpt` atomically to RUN_DIR/checkpoints/step_N (or DIRECTORY/step_N) and return that path."""
+    root = _dir(run_dir, directory)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{ckpt.step}"
     tmp = root / f".step_{ckpt.step}.{os.getpid()}.tmp"
@@ -101,9 +103,9 @@ def save(run_dir: str | Path, ckpt: Checkpoint) -> Path:
     return final
 
 
-def latest(run_dir: str | Path) -> Path | None:
+def latest(run_dir: str | Path, *, directory: str | Path | None = None) -> Path | None:
     """The newest complete checkpoint dir, or None."""
-    root = _dir(run_dir)
+    root = _dir(run_dir, directory)
     if not root.is_dir():
         return None
     steps = []

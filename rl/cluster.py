@@ -2,11 +2,13 @@
 workers, and wait on them so that a dead worker is named and nothing waits forever.
 
 Where each worker runs is `rl.placement`'s rule (CPU fractions on a CPU box, one GPU bundle per
-policy rank on a GPU machine). A private Ray gets a fresh random auth token per run, so no other
-local user can submit work to it while the run is up. Every remote call goes
-through `Cluster.get`, which waits with `ray.wait` and a deadline and turns an actor death into
-`DeadWorkerError(name)`; when a worker raises instead (e.g. its gloo peer vanished), the other
-workers are probed so the dead one is still the one reported.
+policy rank on a GPU machine); with several nodes each bundle is pinned to the Ray node chosen
+for its node index (`assign_nodes`: the driver's node is node 0 when it fits). A private Ray
+gets a fresh random auth token per run, so no other local user can submit work to it while the
+run is up. Every remote call goes through `Cluster.get`, which waits with `ray.wait` and a
+deadline and turns an actor death into `DeadWorkerError(name)`; when a worker raises instead
+(e.g. its gloo peer vanished), the other workers are probed so the dead one is still the one
+reported.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from rl.placement import ActorSlot, Placement
 from rl.worker_errors import DeadWorkerError, WorkerTimeoutError
 
-__all__ = ["Cluster", "DeadWorkerError", "WorkerHandle", "WorkerTimeoutError", "start_ray"]
+__all__ = ["Cluster", "DeadWorkerError", "WorkerHandle", "WorkerTimeoutError", "assign_nodes", "start_ray"]
 
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 3.0
 OBJECT_STORE_BYTES = 4 << 30  # explicit: a GPU machine's memory reads small at start (MACHINES.md)
+NODE_ID_LABEL = "ray.io/node-id"  # a label Ray gives every node
 # The GPU machines' NVLink-multicast switches: set in the driver's environment, they reach every worker.
 PASS_THROUGH_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
                     "NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS")
@@ -50,6 +53,28 @@ def start_ray(*, num_cpus: float, num_gpus: int = 0) -> bool:
              object_store_memory=OBJECT_STORE_BYTES if num_gpus else None,
              include_dashboard=False, log_to_driver=True)
     return True
+
+
+def assign_nodes(placement: Placement, nodes: list[dict[str, Any]], *, driver_node: str) -> list[str]:
+    """The Ray node id for each of the placement's node indexes, from `ray.nodes()` records:
+    the driver's node first, then the others by address and id, each the first alive node whose
+    resources hold that index's bundles. Raises ValueError naming `cluster.nodes` when too few fit."""
+    alive = sorted((n for n in nodes if n.get("Alive")),
+                   key=lambda n: (n["NodeID"] != driver_node, n.get("NodeManagerAddress", ""), n["NodeID"]))
+    chosen: list[str] = []
+    for index in range(placement.nodes):
+        need: dict[str, float] = {}
+        for bundle in placement.node_bundles(index):
+            for key, amount in bundle.items():
+                need[key] = need.get(key, 0.0) + amount
+        fits = [n["NodeID"] for n in alive if n["NodeID"] not in chosen
+                and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in need.items())]
+        if not fits:
+            have = [{k: n.get("Resources", {}).get(k, 0.0) for k in need} for n in alive]
+            raise ValueError(f"cluster.nodes: {placement.nodes} nodes asked for, node {index} needs {need}; "
+                             f"the Ray cluster's {len(alive)} alive nodes have {have} ({len(chosen)} taken)")
+        chosen.append(fits[0])
+    return chosen
 
 
 def worker_env(recipe_env: dict[str, str], *, gpu: bool) -> dict[str, str]:
@@ -82,7 +107,12 @@ class Cluster:
     workers: list[WorkerHandle] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._pg = placement_group(self.placement.bundles, strategy="PACK")
+        selector = None
+        if self.placement.nodes > 1:
+            ids = assign_nodes(self.placement, ray.nodes(), driver_node=ray.get_runtime_context().get_node_id())
+            selector = [{NODE_ID_LABEL: ids[n]} for n in self.placement.node_of]
+            log.info("placement: nodes %s, bundles' nodes %s", ids, self.placement.node_of)
+        self._pg = placement_group(self.placement.bundles, strategy="PACK", bundle_label_selector=selector)
         try:
             ray.get(self._pg.ready(), timeout=120)
         except GetTimeoutError:

@@ -165,6 +165,7 @@ class DataPlaneConfig:
 class CheckpointConfig:
     every_steps: int = 0
     hf_format: bool = False  # also write step_N/hf/: save_pretrained weights and tokenizer
+    dir: str | None = None  # None: RUN_DIR/checkpoints; else a path every node and a restarted job see
 
 
 @dataclass(kw_only=True)

@@ -8,6 +8,10 @@ One rule, stated once (docs/architecture.md, "Placement"):
   (the default) puts the generation worker in rank 0's bundle beside the policy actor, the GPU
   split between them, as the reference's colocated mode shares the training GPUs; with
   `generation.colocated: false` the generation worker gets a bundle (and a GPU) of its own.
+* Several nodes (`cluster.nodes` > 1): the same bundles, each pinned to a node (`node_of`):
+  policy rank r on node r // devices_per_node (node-major, so consecutive ranks, the TP/CP/EP
+  groups, stay inside a node and data parallelism crosses nodes), the generation worker's bundle
+  on node 0 beside rank 0, whose address is the process group's rendezvous.
 Ray sets CUDA_VISIBLE_DEVICES for an actor that reserves GPUs, so every GPU worker sees exactly
 its own device as cuda:0 (MACHINES.md: Ray 2.60 leaves it alone for actors that reserve none).
 """
@@ -44,6 +48,15 @@ class Placement:
     policy: list[ActorSlot]
     generation: ActorSlot
     gpu: bool
+    node_of: list[int]  # the node index (0 = rank 0's) of each bundle
+
+    @property
+    def nodes(self) -> int:
+        return max(self.node_of) + 1
+
+    def node_bundles(self, node: int) -> list[dict[str, float]]:
+        """The bundles one node must hold."""
+        return [b for b, n in zip(self.bundles, self.node_of) if n == node]
 
     @property
     def num_gpus(self) -> int:
@@ -54,14 +67,19 @@ class Placement:
         return sum(b.get("CPU", 0) for b in self.bundles)
 
 
-def plan_placement(*, device: str, world_size: int, colocated: bool = True) -> Placement:
-    """Bundles and actor slots for `world_size` policy ranks and one generation worker."""
+def plan_placement(*, device: str, world_size: int, colocated: bool = True, nodes: int = 1) -> Placement:
+    """Bundles and actor slots for `world_size` policy ranks over `nodes` nodes and one
+    generation worker."""
     if world_size < 1:
         raise ValueError(f"cluster: world size must be >= 1, got {world_size}")
+    if nodes < 1 or world_size % nodes:
+        raise ValueError(f"cluster.nodes: {nodes} nodes cannot share {world_size} ranks evenly")
+    per_node = world_size // nodes
+    rank_nodes = [r // per_node for r in range(world_size)]
     if not is_gpu(device):
         bundles = [{"CPU": WORKER_CPUS}] * (world_size + 1)
         policy = [ActorSlot(bundle=r, num_cpus=WORKER_CPUS, num_gpus=0.0) for r in range(world_size)]
-        return Placement(bundles=bundles, policy=policy, gpu=False,
+        return Placement(bundles=bundles, policy=policy, gpu=False, node_of=[*rank_nodes, 0],
                          generation=ActorSlot(bundle=world_size, num_cpus=WORKER_CPUS, num_gpus=0.0))
     bundles = [{"GPU": 1.0, "CPU": float(CPUS_PER_GPU)} for _ in range(world_size)]
     if colocated:
@@ -69,8 +87,10 @@ def plan_placement(*, device: str, world_size: int, colocated: bool = True) -> P
         policy = [ActorSlot(bundle=r, num_cpus=1.0, num_gpus=GPU_SHARE_COLOCATED if r == 0 else 1.0)
                   for r in range(world_size)]
         generation = ActorSlot(bundle=0, num_cpus=1.0, num_gpus=GPU_SHARE_COLOCATED)
+        node_of = rank_nodes
     else:
         bundles.append({"GPU": 1.0, "CPU": float(CPUS_PER_GPU)})
         policy = [ActorSlot(bundle=r, num_cpus=1.0, num_gpus=1.0) for r in range(world_size)]
         generation = ActorSlot(bundle=world_size, num_cpus=1.0, num_gpus=1.0)
-    return Placement(bundles=bundles, policy=policy, generation=generation, gpu=True)
+        node_of = [*rank_nodes, 0]
+    return Placement(bundles=bundles, policy=policy, generation=generation, gpu=True, node_of=node_of)

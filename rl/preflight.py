@@ -12,11 +12,11 @@ for the machine's too.
   family's Hugging Face config, through the same `make_config` the engine builds the model with
   (the config only, never the weights: the 35B config takes a few milliseconds); the training
   backend takes the policy keys; the generation backend can shard as `generation.tp` asks.
-* machine (`--machine`): enough GPUs for a GPU recipe (this machine's, or the Ray cluster's at
-  RAY_ADDRESS, which the engine joins); the generation backend's package
-  and engine module importable; `model.path` on disk (a Hub id in the local cache, with the
-  files `rl/model_source.py` names), a tokenizer path present, local data files present and
-  the `datasets` package for a Hugging Face dataset.
+* machine (`--machine`): enough GPUs for a GPU recipe and enough nodes for `cluster.nodes`
+  (this machine's, one node, or the Ray cluster's at RAY_ADDRESS, which the engine joins); the
+  generation backend's package and engine module importable; `model.path` on disk (a Hub id in
+  the local cache, with the files `rl/model_source.py` names), a tokenizer path present, local
+  data files present and the `datasets` package for a Hugging Face dataset.
 * needs (informational, never a refusal): the checkpoint and datasets a run reads, so
   `harness validate` and `plan` say what a machine must hold without touching the network.
 
@@ -42,7 +42,7 @@ from rl.generation.decode_mode import resolve_decode
 from rl.placement import plan_placement
 
 __all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_file", "importable", "machine_refusals", "main",
-           "static_refusals", "visible_gpus"]
+           "static_refusals", "visible_capacity"]
 
 EXIT_OK, EXIT_REFUSED = 0, 2
 
@@ -64,21 +64,23 @@ GENERATION_BACKENDS: dict[str, GenerationBackend] = {
 }
 
 
-def visible_gpus() -> tuple[int, str]:
-    """GPUs the engine would get, and where: the Ray cluster at RAY_ADDRESS, which the engine
-    joins when it is set (rl/cluster.py), else the CUDA devices this process sees."""
+def visible_capacity() -> tuple[int, int, str]:
+    """GPUs and alive nodes the engine would get, and where: the Ray cluster at RAY_ADDRESS,
+    which the engine joins when it is set (rl/cluster.py), else this machine (one node: a
+    private local Ray) and the CUDA devices it sees."""
     address = os.environ.get("RAY_ADDRESS")
     if address:
         import ray
 
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
         try:
-            return int(ray.cluster_resources().get("GPU", 0)), f"the Ray cluster at {address}"
+            nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+            return int(ray.cluster_resources().get("GPU", 0)), nodes, f"the Ray cluster at {address}"
         finally:
             ray.shutdown()
     import torch
 
-    return torch.cuda.device_count(), "this machine"
+    return torch.cuda.device_count(), 1, "this machine"
 
 
 def importable(name: str) -> bool:
@@ -204,6 +206,17 @@ def needs(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _cluster_refusals(cfg: RunConfig) -> list[str]:
+    """Several nodes: ranks are placed node-major (rl/placement.py), so a TP x CP group (a
+    collective in every layer) stays inside a node only when it divides a node's devices. EP may
+    span nodes (the 35B recipe's EP 16 over 2 x 8: one all-to-all per MoE layer, as the reference)."""
+    c, p = cfg.cluster, cfg.policy.parallel
+    if c.nodes == 1 or c.devices_per_node % (p.tp * p.cp) == 0:
+        return []
+    return [f"cluster.devices_per_node: {c.devices_per_node} per node, but policy.parallel tp x cp = "
+            f"{p.tp * p.cp} would span nodes; tp x cp must divide cluster.devices_per_node"]
+
+
 def static_refusals(data: dict[str, Any]) -> list[str]:
     """Refusals that hold on any machine, one line each; empty when the engine can run it."""
     try:
@@ -211,7 +224,7 @@ def static_refusals(data: dict[str, Any]) -> list[str]:
     except ValueError as error:
         return [_one_line(error)]
     return [*_model_refusals(cfg, machine=False), *_policy_refusals(cfg), *_generation_refusals(cfg),
-            *_data_refusals(cfg, machine=False)]
+            *_data_refusals(cfg, machine=False), *_cluster_refusals(cfg)]
 
 
 def machine_refusals(data: dict[str, Any]) -> list[str]:
@@ -219,17 +232,20 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
     cfg = parse_config(data)
     out = []
     placement = plan_placement(device=cfg.cluster.device, world_size=cfg.world_size,
-                               colocated=cfg.generation.colocated)
-    if placement.gpu:
-        need = placement.num_gpus  # a generator that is not colocated has a GPU of its own
+                               colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes)
+    if placement.gpu or placement.nodes > 1:
         try:
-            have, where = visible_gpus()
+            have, nodes, where = visible_capacity()
         except Exception as error:  # noqa: BLE001 - any failure to reach Ray is a refusal, never a pass
-            have, where = -1, f"cannot count the GPUs of the Ray cluster at RAY_ADDRESS: {_one_line(error)}"
-            out.append(f"cluster: {where}")
-        if 0 <= have < need:
-            out.append(f"cluster: recipe needs {need} GPUs ({cfg.cluster.device}), {where} has {have}; "
+            have = nodes = -1
+            out.append(f"cluster: cannot count the GPUs of the Ray cluster at RAY_ADDRESS: {_one_line(error)}")
+        if placement.gpu and 0 <= have < placement.num_gpus:  # a generator not colocated has a GPU of its own
+            out.append(f"cluster: recipe needs {placement.num_gpus} GPUs ({cfg.cluster.device}), {where} has {have}; "
                        "run its tiny twin with --scale tiny")
+        if 0 <= nodes < placement.nodes:
+            join = "" if os.environ.get("RAY_ADDRESS") else " (a private local Ray is one node: join a cluster " \
+                "with RAY_ADDRESS or harness run --ray-address)"
+            out.append(f"cluster.nodes: recipe needs {placement.nodes} nodes, {where} has {nodes}{join}")
     backend = GENERATION_BACKENDS[cfg.generation.backend]
     if backend.package and not importable(backend.package):
         out.append(f"generation.backend: {cfg.generation.backend} is not installed here; use generation.backend: torch")

@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("recipe", help="resolved recipe YAML")
     parser.add_argument("--out", required=True, help="run dir to write")
     parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest checkpoint in RUN_DIR/checkpoints")
+                        help="continue from the newest checkpoint in RUN_DIR/checkpoints (or checkpoint.dir)")
     return parser.parse_args(argv)
 
 
@@ -122,7 +122,7 @@ def _without_faults(cfg: RunConfig) -> RunConfig:
 
 def run(cfg: RunConfig, run_dir: Path, *, resume: bool, hidden_env: list[str] | tuple = ()) -> int:
     """Run the recipe into `run_dir`; returns the exit code (status.json is always written)."""
-    ckpt_path = checkpoint.latest(run_dir) if resume else None
+    ckpt_path = checkpoint.latest(run_dir, directory=cfg.checkpoint.dir) if resume else None
     if resume and ckpt_path is None:
         print("rl.run: --resume but no checkpoint in the run dir; starting from step 1", file=sys.stderr)
     try:
@@ -201,7 +201,7 @@ class Engine:
         cfg, alg = self.cfg, self.cfg.algorithm
         world, env_keys = cfg.world_size, sorted(cfg.env)
         placement = plan_placement(device=cfg.cluster.device, world_size=world,
-                                   colocated=cfg.generation.colocated)
+                                   colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes)
         device = "cuda" if placement.gpu else "cpu"
         # Logical CPUs: our workers take fractions; TransferQueue's controller and each storage
         # unit ask for a whole CPU, so a TQ run reserves those on top (2 cores would hang).
@@ -328,7 +328,7 @@ class Engine:
 
     def _save(self, step: int) -> None:
         state = self.policy.checkpoint_state()
-        path = checkpoint.save(self.runlog.run_dir, checkpoint.Checkpoint(
+        path = checkpoint.save(self.runlog.run_dir, directory=self.cfg.checkpoint.dir, ckpt=checkpoint.Checkpoint(
             step=step, cursor=self.driver.cursor, policy=state["policy"], optimizer=state["optimizer"],
             reference=state["reference"], rng=checkpoint.capture_rng()))
         if self.cfg.checkpoint.hf_format:

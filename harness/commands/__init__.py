@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from harness.commands import check, compare, history, matrix, nightly, plan, run, show, validate
+from harness.commands import check, compare, history, matrix, nightly, plan, run, sbatch, show, validate
 
 COMMANDS: dict[str, Callable] = {
     "check": check.main,
@@ -14,6 +14,7 @@ COMMANDS: dict[str, Callable] = {
     "nightly": nightly.main,
     "plan": plan.main,
     "run": run.main,
+    "sbatch": sbatch.main,
     "show": show.main,
     "validate": validate.main,
 }

@@ -8,6 +8,8 @@ report.md. Without a recipe it runs the embedded default, the CPU GRPO tiny twin
 `--resume --out DIR` continues the run in DIR from its newest checkpoint (`rl.run --resume`):
 the recipe must resolve to the one DIR was run with, engine.log is appended to, and the run
 is judged whole, as if it had never stopped.
+`--ray-address http://HEAD:8265` (or RAY_ADDRESS set to such a URL) runs the engine as a Ray job
+on that cluster (harness/launch/ray_job.py); the run dir must be on a path the head shares.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from harness.checks.verdict import Verdict
 from harness.commands.check import write_outputs
 from harness.commands.plan import format_plan
 from harness.console import format_verdicts
-from harness.engines import engine_command, import_metrics
+from harness.engines import engine_command, import_metrics, ray_job_command
 from harness.errors import UsageError
 from harness.launch import LaunchResult, launch
 from harness.plan import make_plan
@@ -77,11 +79,32 @@ def write_inputs(run_dir: Path, recipe: Mapping, plan: dict) -> Path:
     return recipe_path
 
 
-def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: bool = False) -> LaunchResult:
+def jobs_address(cli_address: str | None) -> str | None:
+    """The Ray Jobs address to submit to: --ray-address, else RAY_ADDRESS when it is a dashboard
+    URL (a GCS address, host:port, is one the engine joins as a driver: rl/cluster.py)."""
+    address = cli_address or os.environ.get("RAY_ADDRESS", "")
+    if not address:
+        return None
+    if not address.startswith(("http://", "https://")):
+        if cli_address:
+            raise UsageError(f"--ray-address: {address!r} is not the dashboard's URL (http://HEAD:8265)")
+        return None
+    return address
+
+
+def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: bool = False,
+                  ray_address: str | None = None) -> LaunchResult:
     env = launch_env(recipe, os.environ)  # secrets reach the engine here; its recipe.yaml says <redacted>
     env.setdefault("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "disabled"))
+    command = engine_command(recipe, run_dir) + (["--resume"] if resume else [])
+    if ray_address:
+        run_dir = run_dir.resolve()  # the job runs elsewhere: only an absolute path means the same dir
+        command = ray_job_command(engine_command(recipe, run_dir) + (["--resume"] if resume else []),
+                                  address=ray_address, working_dir=REPO_ROOT, env_names=sorted(recipe.get("env") or {}),
+                                  submission_id=f"harness-{recipe['name']}-{time.strftime('%Y%m%d-%H%M%S')}-"
+                                                f"{secrets.token_hex(3)}")
     result = launch(
-        engine_command(recipe, run_dir) + (["--resume"] if resume else []),
+        command,
         run_dir=run_dir,
         env=env,
         timeout_s=float(recipe["limits"]["timeout_s"]),
@@ -106,13 +129,14 @@ def scrub_logs(run_dir: Path, values: list[str]) -> None:
                 path.write_text(cleaned, encoding="utf-8")
 
 
-def run_single(recipe: Mapping, run_dir: Path, *, progress: bool,
-               resume: bool = False) -> tuple[Judgement, LaunchResult]:
-    result = launch_engine(recipe, run_dir, progress=progress, resume=resume)
+def run_single(recipe: Mapping, run_dir: Path, *, progress: bool, resume: bool = False,
+               ray_address: str | None = None) -> tuple[Judgement, LaunchResult]:
+    result = launch_engine(recipe, run_dir, progress=progress, resume=resume, ray_address=ray_address)
     return judge_run(run_dir), result
 
 
-def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool) -> tuple[Judgement, LaunchResult]:
+def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool,
+               ray_address: str | None = None) -> tuple[Judgement, LaunchResult]:
     """Run each parity variant from the same seed in its own sub-dir, judge each, compare them."""
     parity = recipe["checks"]["parity"]
     names = list(parity["variants"])
@@ -126,7 +150,7 @@ def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool) ->
         sub.mkdir()
         write_inputs(sub, variant, plan)
         print(f"variant {name}: {sub}")
-        last = launch_engine(variant, sub, progress=progress)
+        last = launch_engine(variant, sub, progress=progress, ray_address=ray_address)
         judgement = judge_run(sub)
         write_outputs(sub, judgement, name=f"{recipe['name']}:{name}", plan=plan)
         judged.append(judgement)
@@ -160,23 +184,25 @@ def main(args: argparse.Namespace) -> int:
     plan_obj = make_plan(redact_recipe(recipe))
     plan = plan_obj.to_json()
     resume = getattr(args, "resume", False)
-    refused_here = ask_before_launch(recipe, launching=not args.dry_run)
+    ray_address = jobs_address(getattr(args, "ray_address", None))
+    refused_here = ask_before_launch(recipe, launching=not args.dry_run, machine_here=not ray_address)
     if resume and args.dry_run:
         raise UsageError("--resume and --dry-run: choose one")
     run_dir = resume_dir(args.out, recipe) if resume else make_run_dir(args.out, recipe["name"])
     recipe_file = run_dir / "recipe.yaml" if resume else write_inputs(run_dir, recipe, plan)
     print(f"recipe  {recipe_path}{f' ({args.scale} twin)' if args.scale else ''}\nrun dir {run_dir}")
     print(format_plan(plan_obj), end="")
-    print(format_answer(refused_here), end="")
+    print(format_answer(refused_here) if not ray_address else
+          f"engine     a Ray job at {ray_address}: the engine checks the cluster there before its run\n", end="")
     if args.dry_run:
         print("dry run: would launch " + " ".join(engine_command(recipe, run_dir)))
         print(f"wrote {recipe_file} and {run_dir / 'plan.json'}")
         return 0
     progress = not args.no_progress
     if recipe["checks"].get("parity"):
-        judgement, result = run_parity(recipe, run_dir, plan, progress=progress)
+        judgement, result = run_parity(recipe, run_dir, plan, progress=progress, ray_address=ray_address)
     else:
-        judgement, result = run_single(recipe, run_dir, progress=progress, resume=resume)
+        judgement, result = run_single(recipe, run_dir, progress=progress, resume=resume, ray_address=ray_address)
     write_outputs(run_dir, judgement, name=recipe["name"], plan=plan)
     print(format_verdicts(judgement.verdicts), end="")
     print(f"report  {run_dir / 'report.md'}")

@@ -31,6 +31,15 @@ def engine_command(recipe: Mapping, run_dir: Path) -> list[str]:
     raise UsageError(f"engine: {engine!r} is neither 'rl' nor a mapping with a command")
 
 
+def ray_job_command(engine_argv: list[str], *, address: str, working_dir: Path, env_names: list[str],
+                    submission_id: str) -> list[str]:
+    """The submitter (harness/launch/ray_job.py) that runs `engine_argv` as a Ray job at `address`;
+    the env variables are named here, their values reach it through its environment."""
+    names = [part for name in env_names for part in ("--env", name)]
+    return [sys.executable, "-m", "harness.launch.ray_job", "--address", address, "--working-dir", str(working_dir),
+            "--submission-id", submission_id, *names, "--", *engine_argv]
+
+
 def preflight_command(recipe_files: list[str], *, machine: bool) -> list[str]:
     """The engine's preflight (rl/preflight.py), run with the interpreter that runs `rl.run`."""
     return [sys.executable, "-m", "rl.preflight", *recipe_files, "--json", *(["--machine"] if machine else [])]

@@ -42,6 +42,16 @@ class WorkerBase:
         except Exception:  # noqa: BLE001 - outside Ray (unit tests)
             return socket.gethostbyname(socket.gethostname())
 
+    @staticmethod
+    def node_id() -> str | None:
+        """The Ray node this worker runs on (two nodes of one machine share a host name)."""
+        try:
+            import ray
+
+            return ray.get_runtime_context().get_node_id()
+        except Exception:  # noqa: BLE001 - outside Ray (unit tests)
+            return None
+
     def info(self, salt: str = "") -> dict[str, Any]:
         """This worker's env.json record: who it is, where it runs, and a salted hash of each
         recipe env value it saw (never the value: secrets pass through here)."""
@@ -50,6 +60,8 @@ class WorkerBase:
             "role": self.role,
             "rank": self.rank,
             "host": socket.gethostname(),
+            "host_ip": self.host_ip(),
+            "node_id": self.node_id(),
             "device": "cpu" if not torch.cuda.is_available() else f"cuda:{torch.cuda.current_device()}",
             "pid": os.getpid(),
             "env_digest": {key: digest(salt, os.environ.get(key)) for key in self.env_keys},

@@ -32,6 +32,14 @@ def test_round_trip_and_latest(tmp_path):
     assert a.optimizer["state"][0]["exp_avg"].equal(b.optimizer["state"][0]["exp_avg"])
 
 
+def test_checkpoint_dir_replaces_the_run_dirs_checkpoints(tmp_path):
+    shared = tmp_path / "shared" / "ckpts"
+    path = ck.save(tmp_path / "run", _ckpt(3), directory=str(shared))
+    assert path == shared / "step_3" and not (tmp_path / "run" / "checkpoints").exists()
+    assert ck.latest(tmp_path / "another-run", directory=shared) == path  # a restarted job finds it
+    assert ck.latest(tmp_path / "run") is None
+
+
 def test_rng_restore_replays_streams(tmp_path):
     random.seed(1), np.random.seed(1), torch.manual_seed(1)
     ck.save(tmp_path, ck.Checkpoint(step=1, cursor=1, policy={}, optimizer={}, rng=ck.capture_rng()))

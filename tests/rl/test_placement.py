@@ -1,7 +1,8 @@
-"""rl.placement: the bundles and actor slots of CPU and GPU runs."""
+"""rl.placement: the bundles and actor slots of CPU and GPU runs, and their nodes (rl.cluster.assign_nodes)."""
 
 import pytest
 
+from rl.cluster import assign_nodes
 from rl.placement import CPUS_PER_GPU, WORKER_CPUS, plan_placement
 
 
@@ -41,3 +42,38 @@ def test_one_gpu_colocated():
 def test_world_size_must_be_positive():
     with pytest.raises(ValueError, match="world size"):
         plan_placement(device="cpu", world_size=0)
+
+
+def test_ranks_fill_nodes_in_order_and_generation_sits_beside_rank0():
+    p = plan_placement(device="h200", world_size=16, nodes=2)
+    assert p.nodes == 2 and p.node_of == [0] * 8 + [1] * 8  # TP groups of consecutive ranks stay in a node
+    assert p.node_bundles(1) == [{"GPU": 1.0, "CPU": float(CPUS_PER_GPU)}] * 8
+    cpu = plan_placement(device="cpu", world_size=2, nodes=2)
+    assert cpu.node_of == [0, 1, 0] and cpu.policy[1].bundle == 1 and cpu.generation.bundle == 2
+    apart = plan_placement(device="h100", world_size=4, nodes=2, colocated=False)
+    assert apart.node_of == [0, 0, 1, 1, 0] and apart.generation.bundle == 4
+
+
+def test_one_node_by_default_and_ranks_must_split_evenly():
+    assert plan_placement(device="cpu", world_size=3).node_of == [0, 0, 0, 0]
+    with pytest.raises(ValueError, match="cluster.nodes"):
+        plan_placement(device="cpu", world_size=3, nodes=2)
+
+
+def _node(node_id: str, address: str = "10.0.0.1", alive: bool = True, **resources: float) -> dict:
+    return {"NodeID": node_id, "NodeManagerAddress": address, "Alive": alive, "Resources": resources}
+
+
+def test_nodes_are_assigned_driver_first_then_by_address_skipping_dead_and_small_ones():
+    p = plan_placement(device="h200", world_size=4, nodes=2)
+    nodes = [_node("c", "10.0.0.3", GPU=2, CPU=8), _node("b", "10.0.0.2", alive=False, GPU=2, CPU=8),
+             _node("cpu-head", "10.0.0.0", CPU=8), _node("a", "10.0.0.2", GPU=2, CPU=8),
+             _node("d", "10.0.0.1", GPU=1, CPU=8)]
+    assert assign_nodes(p, nodes, driver_node="c") == ["c", "a"]
+    assert assign_nodes(p, nodes, driver_node="cpu-head") == ["a", "c"]  # a GPU-less head holds no rank
+
+
+def test_too_few_fitting_nodes_name_the_key():
+    p = plan_placement(device="cpu", world_size=2, nodes=2)
+    with pytest.raises(ValueError, match=r"cluster.nodes: 2 nodes asked for, node 1 needs \{'CPU': 0.25\}"):
+        assign_nodes(p, [_node("only", CPU=1)], driver_node="only")

@@ -70,23 +70,42 @@ def test_the_cpu_recipe_is_accepted_here(gpus):
 @pytest.mark.parametrize("have", [0, 8])
 def test_a_gpu_recipe_on_too_few_gpus_is_refused_with_the_tiny_twin_suggested(gpus, have):
     gpus(have)
-    assert machine_refusals(gpu_recipe()) == [
+    assert machine_refusals(gpu_recipe(nodes=1, per_node=16)) == [
         f"cluster: recipe needs 16 GPUs (h200), this machine has {have}; run its tiny twin with --scale tiny"]
 
 
 def test_a_gpu_recipe_with_enough_gpus_passes_the_gpu_check(gpus):
     gpus(16)
-    assert machine_refusals(gpu_recipe()) == []
+    assert machine_refusals(gpu_recipe(nodes=1, per_node=16)) == []
+
+
+def test_several_nodes_without_a_ray_cluster_are_refused(gpus):
+    gpus(16)
+    assert machine_refusals(gpu_recipe()) == [
+        "cluster.nodes: recipe needs 2 nodes, this machine has 1 (a private local Ray is one node: join a "
+        "cluster with RAY_ADDRESS or harness run --ray-address)"]
+
+
+def test_a_tp_cp_group_wider_than_a_node_is_refused_but_ep_may_span_nodes():
+    two_by_two = {"nodes": 2, "devices_per_node": 2, "device": "cpu"}
+    wide = recipe(cluster=two_by_two, policy__backend="megatron", policy__parallel={"tp": 4})
+    assert static_refusals(wide) == ["cluster.devices_per_node: 2 per node, but policy.parallel tp x cp = 4 "
+                                     "would span nodes; tp x cp must divide cluster.devices_per_node"]
+    assert static_refusals(recipe(cluster=two_by_two, policy__backend="megatron",
+                                  policy__parallel={"tp": 2, "ep": 4})) == []
 
 
 def test_with_ray_address_the_ray_clusters_gpus_count(gpus, monkeypatch):
     calls = []
     fake = types.SimpleNamespace(init=lambda **kw: calls.append(kw["address"]), shutdown=lambda: calls.append("bye"),
-                                 cluster_resources=lambda: {"CPU": 64.0, "GPU": 8.0})
+                                 cluster_resources=lambda: {"CPU": 64.0, "GPU": 8.0},
+                                 nodes=lambda: [{"Alive": True}, {"Alive": False}])
     monkeypatch.setitem(sys.modules, "ray", fake)
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
     assert machine_refusals(gpu_recipe()) == ["cluster: recipe needs 16 GPUs (h200), the Ray cluster at "
-                                              "ray://head:10001 has 8; run its tiny twin with --scale tiny"]
+                                              "ray://head:10001 has 8; run its tiny twin with --scale tiny",
+                                              "cluster.nodes: recipe needs 2 nodes, the Ray cluster at "
+                                              "ray://head:10001 has 1"]
     assert calls == ["ray://head:10001", "bye"]
     assert machine_refusals(gpu_recipe(nodes=1)) == []
 
@@ -185,7 +204,7 @@ def test_the_command_prints_one_line_per_refusal_and_exits_2(tmp_path, capsys, g
     installed["vllm"] = False
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text(yaml.safe_dump(recipe()))
-    bad.write_text(yaml.safe_dump({**gpu_recipe(), "generation": {"backend": "vllm", "tp": 4}}))
+    bad.write_text(yaml.safe_dump({**gpu_recipe(nodes=1, per_node=16), "generation": {"backend": "vllm", "tp": 4}}))
     assert preflight.main([str(good)]) == 0
     assert preflight.main([str(bad)]) == 0  # static only: the 16 GPUs and vllm are the machine's business
     assert preflight.main([str(bad), "--machine"]) == 2

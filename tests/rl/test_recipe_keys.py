@@ -117,6 +117,7 @@ READERS: dict[str, tuple[str, str]] = {
     "data.shuffle": ("rl/envs/math.py", 'self.data["shuffle"]'),
     "data.val_every_steps": ("rl/run.py", "cfg.data.val_every_steps"),
     "data.val_max_samples": ("rl/envs/math.py", 'self.data["val_max_samples"]'),
+    "checkpoint.dir": ("rl/run.py", "cfg.checkpoint.dir"),
 }
 
 # Leaves the engine honours only in some values: (a value it cannot honour, the refusal's start).

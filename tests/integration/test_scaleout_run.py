@@ -1,0 +1,124 @@
+"""Past one machine, on one machine: the tiny twin as a Ray job on a real 2-node Ray cluster.
+
+The fixture starts a real Ray cluster of two nodes (two raylets, `ray.cluster_utils.Cluster`)
+with its job server; the dashboard listens on loopback only. `harness run --ray-address`
+submits the engine as a Ray job with `cluster.nodes: 2`: its ranks land on both nodes, its checks
+pass and its metrics equal, bit for bit, those of the same recipe on one node (a private local
+Ray, `cluster.nodes: 1`, 2 ranks). Then a second job is stopped by Ctrl-C (SIGINT to the
+harness): the harness exits within 30 s and Ray lists no job still running.
+
+One test, so that xdist does not start the cluster twice; the one-node run goes first, before
+the cluster's processes load the box (on 2 busy cores a private Ray beside them once timed out
+starting). The short runs are judged by the
+shipped thresholds that hold at any length (the reward checks need 100 steps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import main
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = str(REPO / "recipes" / "arith_grpo_cpu.yaml")
+SHORT_RUN_CHECKS = ("loss_finite", "generator_in_sync", "grad_norm_bounded", "flops_recorded")
+NOISY_PREFIXES = ("timing/", "performance/")
+TWO_NODES = ["cluster.nodes=2", "cluster.devices_per_node=1"]
+
+
+@contextlib.contextmanager
+def two_node_ray_cluster():
+    """A 2-node Ray cluster with a job server; yields (dashboard URL, node ids)."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": 0})
+    # Its own temp dir: two nodes of one machine sharing one would share the job's unpacked
+    # working dir, and one node's clean-up deletes it under the other's engine.
+    node_dir = tempfile.mkdtemp(prefix="ray-node2-")  # short: Ray's socket paths must fit 107 bytes
+    worker = cluster.add_node(num_cpus=1, temp_dir=node_dir)
+    try:
+        cluster.wait_for_nodes()
+        ids = {node.node_id for node in cluster.list_all_nodes()}
+        yield f"http://{cluster.webui_url}", ids
+    finally:
+        cluster.remove_node(worker)  # first: a worker node outliving the head waits 30 s to drain
+        cluster.shutdown()
+        shutil.rmtree(node_dir, ignore_errors=True)
+
+
+def short_thresholds(tmp: Path) -> Path:
+    shipped = yaml.safe_load((REPO / "thresholds" / "arith_grpo_cpu.yaml").read_text())
+    shipped["checks"] = [c for c in shipped["checks"] if c["name"] in SHORT_RUN_CHECKS]
+    assert len(shipped["checks"]) == len(SHORT_RUN_CHECKS)
+    path = tmp / "short.yaml"
+    path.write_text(yaml.safe_dump(shipped))
+    return path
+
+
+def stable_metrics(run_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith(NOISY_PREFIXES)} for r in rows]
+
+
+def live_jobs(url: str) -> list[str]:
+    from ray.job_submission import JobSubmissionClient
+
+    return [j.submission_id for j in JobSubmissionClient(url).list_jobs() if not j.status.is_terminal()]
+
+
+def test_two_node_ray_job_matches_one_node_and_ctrl_c_stops_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    short = ["algorithm.num_steps=2", "algorithm.prompts_per_step=4", "policy.micro_batch_size=8",
+             f"checks.thresholds={short_thresholds(tmp_path)}", "--no-progress"]
+    one, two = tmp_path / "one-node", tmp_path / "two-nodes"
+    assert main(["run", RECIPE, *short, "--out", str(one)]) == 0
+    with two_node_ray_cluster() as (url, node_ids):
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)  # the cluster's helper sets it for this process
+        two_nodes_then_ctrl_c(url, node_ids, short, one, two, tmp_path)
+
+
+def two_nodes_then_ctrl_c(url: str, node_ids: set[str], short: list[str], one: Path, two: Path, tmp_path: Path) -> None:
+    assert main(["run", RECIPE, *short, *TWO_NODES, "--ray-address", url, "--out", str(two)]) == 0, \
+        (two / "engine.log").read_text()[-3000:]
+    assert "[ray job] submitted harness-arith_grpo_cpu-" in (two / "engine.log").read_text()
+    workers = {w["name"]: w for w in json.loads((two / "env.json").read_text())["workers"]}
+    ranks_at = {workers[f"policy-{r}"]["node_id"] for r in (0, 1)}
+    assert ranks_at == node_ids, "the two ranks must run on the two nodes"
+    assert workers["generation-0"]["node_id"] == workers["policy-0"]["node_id"]
+    assert all(w["host_ip"] for w in workers.values())
+    assert len(stable_metrics(two)) == 2 and stable_metrics(two) == stable_metrics(one)
+
+    # Ctrl-C: the harness stops the job; nothing stays running on the cluster.
+    stopped = tmp_path / "stopped"
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", RECIPE, *short, "algorithm.num_steps=50", *TWO_NODES,
+         "--ray-address", url, "--out", str(stopped)],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not live_jobs(url):
+        assert harness.poll() is None, harness.stdout.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.5)
+    time.sleep(2)
+    sent = time.monotonic()
+    harness.send_signal(signal.SIGINT)
+    code = harness.wait(timeout=30)
+    assert time.monotonic() - sent < 30
+    assert code == 130, harness.stdout.read().decode()[-3000:]
+    assert live_jobs(url) == []
+    assert "stopping harness-arith_grpo_cpu-" in (stopped / "engine.log").read_text()
