@@ -121,6 +121,27 @@ def _model_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
     return []
 
 
+def _teacher_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
+    """Distillation: the teacher's config builds (never its weights; a path is read on the
+    machine only) and the training backend has a distillation step (torch only)."""
+    if cfg.algorithm.name != "distill" or cfg.teacher is None:
+        return []
+    from rl.models import llama as _llama, qwen3_5 as _qwen3_5  # noqa: F401  (register their config makers)
+    from rl.models.registry import config_registry
+
+    out = []
+    if cfg.policy.backend != "torch":
+        out.append(f"policy.backend: {cfg.policy.backend} has no distillation step yet; use policy.backend: torch")
+    t = cfg.teacher
+    if t.path is not None or ("/" in t.tokenizer and not machine):
+        return out
+    try:
+        config_registry[t.family](dict(t.config), vocab_size=_vocab_size(t.tokenizer))
+    except Exception as error:  # noqa: BLE001 - HF configs raise many kinds; each is a refusal
+        out.append(_one_line(error, prefix="teacher.config"))
+    return out
+
+
 def _policy_refusals(cfg: RunConfig) -> list[str]:
     """The training backend's own check of the policy keys (the torch backend: data parallel, fp32)."""
     if cfg.policy.backend != "torch":
@@ -149,7 +170,8 @@ def static_refusals(data: dict[str, Any]) -> list[str]:
         cfg = parse_config(data)
     except ValueError as error:
         return [_one_line(error)]
-    return [*_model_refusals(cfg, machine=False), *_policy_refusals(cfg), *_generation_refusals(cfg)]
+    return [*_model_refusals(cfg, machine=False), *_teacher_refusals(cfg, machine=False), *_policy_refusals(cfg),
+            *_generation_refusals(cfg)]
 
 
 def machine_refusals(data: dict[str, Any]) -> list[str]:
@@ -176,6 +198,7 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
                    "use generation.backend: torch")
     if cfg.model.path and not Path(cfg.model.path).expanduser().is_dir():
         out.append(f"model.path: no such directory {cfg.model.path!r} on this machine")
+    out.extend(_teacher_machine_refusals(cfg))
     if "/" in cfg.model.tokenizer:  # a shipped tokenizer was read by the static checks
         from rl.tokenizer import resolve_tokenizer_dir
 
@@ -184,6 +207,25 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
         except ValueError as error:
             return [*out, _one_line(error)]
         out.extend(_model_refusals(cfg, machine=True))
+    return out
+
+
+def _teacher_machine_refusals(cfg: RunConfig) -> list[str]:
+    """The teacher's checkpoint and tokenizer paths exist here, and a path tokenizer's config builds."""
+    t = cfg.teacher
+    if cfg.algorithm.name != "distill" or t is None:
+        return []
+    out = []
+    if t.path and not Path(t.path).expanduser().is_dir():
+        out.append(f"teacher.path: no such directory {t.path!r} on this machine")
+    if "/" in t.tokenizer:
+        from rl.tokenizer import resolve_tokenizer_dir
+
+        try:
+            resolve_tokenizer_dir(t.tokenizer)
+        except ValueError as error:
+            return [*out, "teacher." + _one_line(error)]
+        out.extend(r for r in _teacher_refusals(cfg, machine=True) if r.startswith("teacher."))
     return out
 
 

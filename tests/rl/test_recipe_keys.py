@@ -75,7 +75,7 @@ READERS: dict[str, tuple[str, str]] = {
     "generation.colocated": ("rl/run.py", "colocated=cfg.generation.colocated"),
     "generation.max_new_tokens": ("rl/run.py", "cfg.generation.max_new_tokens"),
     "generation.temperature": ("rl/run.py", "cfg.generation.temperature"),
-    "algorithm.name": ("rl/config.py", '"algorithm.name": ("grpo",)'),
+    "algorithm.name": ("rl/config.py", '"algorithm.name": ("grpo", "distill")'),
     "algorithm.seed": ("rl/run.py", "seed=alg.seed"),
     "algorithm.num_steps": ("rl/run.py", "cfg.algorithm.num_steps"),
     "algorithm.prompts_per_step": ("rl/algorithms/grpo.py", "self.alg.prompts_per_step"),
@@ -95,6 +95,19 @@ READERS: dict[str, tuple[str, str]] = {
     "algorithm.warm_start.steps": ("rl/warm_start.py", "cfg.steps"),
     "algorithm.warm_start.lr": ("rl/warm_start.py", "lr=cfg.lr"),
     "algorithm.warm_start.batch_size": ("rl/warm_start.py", "cfg.batch_size"),
+    "algorithm.distill.kl_weight": ("rl/distill/loss.py", "cfg.kl_weight"),
+    "algorithm.distill.ce_weight": ("rl/distill/loss.py", "cfg.ce_weight"),
+    "algorithm.distill.temperature": ("rl/distill/loss.py", "cfg.temperature"),
+    "algorithm.distill.vocab_topk": ("rl/distill/loss.py", "cfg.vocab_topk"),
+    "algorithm.distill.projection_topk": ("rl/run.py", "cfg.algorithm.distill.projection_topk"),
+    "algorithm.distill.responses": ("rl/distill/loss.py", "self.responses not in RESPONSES"),
+    "teacher.family": ("rl/run.py", '"family": t.family'),
+    "teacher.path": ("rl/run.py", '"path": t.path'),
+    "teacher.config": ("rl/run.py", '"config": dict(t.config)'),
+    "teacher.tokenizer": ("rl/run.py", "load_tokenizer(t.tokenizer)"),
+    "teacher.warm_start.steps": ("rl/run.py", "asdict(t.warm_start)"),
+    "teacher.warm_start.lr": ("rl/run.py", "asdict(t.warm_start)"),
+    "teacher.warm_start.batch_size": ("rl/run.py", "asdict(t.warm_start)"),
     "task.name": ("rl/run.py", "cfg.task.name"),
     "task.params": ("rl/run.py", "cfg.task.params"),
     "data_plane.backend": ("rl/run.py", "cfg.data_plane.backend"),
@@ -155,7 +168,10 @@ def _config_leaves(cls: type, path: str = "") -> set[str]:
     out: set[str] = set()
     for f in dataclasses.fields(cls):
         dotted = f"{path}.{f.name}" if path else f.name
-        out |= _config_leaves(hints[f.name], dotted) if dataclasses.is_dataclass(hints[f.name]) else {dotted}
+        hint = hints[f.name]
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]  # `TeacherConfig | None`
+        hint = inner[0] if len(inner) == 1 and dataclasses.is_dataclass(inner[0]) else hint
+        out |= _config_leaves(hint, dotted) if dataclasses.is_dataclass(hint) else {dotted}
     return out
 
 
