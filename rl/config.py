@@ -21,6 +21,7 @@ import yaml
 
 from rl import secret_env
 from rl.algorithms.loss import LossConfig  # the loss section is the loss's own config
+from rl.distill.loss import DistillConfig  # so is the distillation section
 
 __all__ = [
     "AlgorithmConfig",
@@ -36,6 +37,7 @@ __all__ = [
     "PolicyConfig",
     "RunConfig",
     "TaskConfig",
+    "TeacherConfig",
     "WarmStartConfig",
     "load_config",
     "parse_config",
@@ -119,6 +121,22 @@ class AlgorithmConfig:
     overlong_filtering: bool = False
     loss: LossConfig = field(default_factory=LossConfig)
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+
+
+@dataclass(kw_only=True)
+class TeacherConfig:
+    """The distillation teacher: a frozen model of any registered family with its own tokenizer.
+
+    `warm_start` trains it on the task before the run (cached, as the policy's is), so a tiny
+    teacher built from a config has something to teach.
+    """
+
+    family: str = "llama"
+    path: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    tokenizer: str = "arith"
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
 
 
 @dataclass(kw_only=True)
@@ -191,6 +209,7 @@ class RunConfig:
     description: str = ""
     engine: Any = "rl"
     model: ModelConfig = field(default_factory=ModelConfig)
+    teacher: TeacherConfig | None = None  # algorithm.name: distill only
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
@@ -229,7 +248,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "policy.precision": ("fp32", "bf16"),
     "generation.backend": ("torch", "vllm"),
     "generation.decode": ("auto", "graphs", "static", "eager"),
-    "algorithm.name": ("grpo",),
+    "algorithm.name": ("grpo", "distill"),
     "algorithm.baseline": ("leave_one_out", "mean"),
     "algorithm.loss.truncation": (None, "tis", "icepop"),
     "data_plane.backend": ("legacy", "tq"),
@@ -300,8 +319,9 @@ def _validate(cfg: RunConfig) -> None:
     for dotted in positive:
         if _lookup(cfg, dotted) < 1:
             raise ValueError(f"{dotted}: must be >= 1, got {_lookup(cfg, dotted)}")
-    if cfg.algorithm.generations_per_prompt < 2:
+    if cfg.algorithm.name == "grpo" and cfg.algorithm.generations_per_prompt < 2:
         raise ValueError("algorithm.generations_per_prompt: GRPO needs >= 2 samples per prompt")
+    _validate_algorithm_sections(cfg)
     p = cfg.policy.parallel
     model_parallel = p.tp * p.pp * p.cp
     if cfg.world_size % model_parallel:
@@ -342,6 +362,34 @@ def _validate_data(cfg: RunConfig) -> None:
         raise ValueError("data.val_every_steps: a validation pass needs data.validation")
     if d.validation is not None and not d.val_every_steps:
         raise ValueError("data.validation: set data.val_every_steps (> 0), or the split is never read")
+
+
+TEACHER_FAMILIES = ("qwen3_5", "qwen3_5_moe", "llama")
+# What distillation does not read: it must stay at its default, or the recipe is refused.
+GRPO_ONLY = ("algorithm.baseline", "algorithm.normalize_rewards", "algorithm.dynamic_sampling",
+             "algorithm.loss", "generation.backend", "generation.tp", "generation.colocated",
+             "generation.temperature", "generation.decode", "data.val_every_steps")
+
+
+def _validate_algorithm_sections(cfg: RunConfig) -> None:
+    """`teacher` and `algorithm.distill` belong to distillation; GRPO's own keys to GRPO."""
+    if cfg.algorithm.name == "grpo":
+        if cfg.teacher is not None:
+            raise ValueError("teacher: only algorithm.name: distill reads it; drop it or use distill")
+        if cfg.algorithm.distill != DistillConfig():
+            raise ValueError("algorithm.distill: only algorithm.name: distill reads it; drop it or use distill")
+        return
+    if cfg.teacher is None:
+        raise ValueError("teacher: algorithm.name: distill needs a teacher (family, tokenizer, path or config)")
+    if cfg.teacher.family not in TEACHER_FAMILIES:
+        raise ValueError(f"teacher.family: {cfg.teacher.family!r} is not one of {list(TEACHER_FAMILIES)}")
+    if cfg.algorithm.generations_per_prompt != 1:
+        raise ValueError("algorithm.generations_per_prompt: distillation reads each datum once; set it to 1")
+    defaults = RunConfig(name="defaults")
+    for dotted in GRPO_ONLY:
+        if _lookup(cfg, dotted) != _lookup(defaults, dotted):
+            raise ValueError(f"{dotted}: algorithm.name: distill does not read it (off-policy, from the "
+                             "task's answers); leave it at its default")
 
 
 def parse_config(data: dict[str, Any]) -> RunConfig:

@@ -19,6 +19,12 @@ each of them is recipes/suites/faults.yaml (docs/nightly.md).
   file (a full disk): the engine must fail with a clear status and keep the lines before it.
 * `metrics_torn`: half of step K's metrics line is written, then the engine SIGKILLs itself (a
   crash mid-write): `--resume` must cut the torn line and continue with no gap or duplicate.
+* `xtoken_sample_mask_ignored`: distillation leaves the sample mask out of the chunk mask, so
+  masked samples reach the loss and every metric (the reference's seed bug); the run completes
+  and the `xtoken_valid_chunks` invariant must object.
+* `xtoken_projection_from_max_index`: distillation sizes the teacher-to-student projection from
+  the largest token ids of each batch instead of the configured vocabularies (the reference's
+  other seed bug); the `xtoken_projection_shape` invariant must object.
 * `checkpoint_corrupt`: the checkpoint of step K is written, its tensors are then overwritten
   with garbage, and the engine SIGKILLs itself: `--resume` must refuse it in one line.
 """
@@ -29,7 +35,8 @@ import os
 import signal
 
 KNOWN = frozenset({"dispatch_inverse_reorder", "worker_sigkill", "worker_hang", "nan_loss",
-                   "metrics_enospc", "metrics_torn", "checkpoint_corrupt"})
+                   "metrics_enospc", "metrics_torn", "checkpoint_corrupt", "xtoken_sample_mask_ignored",
+                   "xtoken_projection_from_max_index"})
 ENV = "RL_FAULTS"
 
 

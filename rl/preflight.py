@@ -127,6 +127,27 @@ def _model_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
     return []
 
 
+def _teacher_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
+    """Distillation: the teacher's config builds (never its weights; a path is read on the
+    machine only) and the training backend has a distillation step (torch only)."""
+    if cfg.algorithm.name != "distill" or cfg.teacher is None:
+        return []
+    from rl.models import llama as _llama, qwen3_5 as _qwen3_5  # noqa: F401  (register their config makers)
+    from rl.models.registry import config_registry
+
+    out = []
+    if cfg.policy.backend != "torch":
+        out.append(f"policy.backend: {cfg.policy.backend} has no distillation step yet; use policy.backend: torch")
+    t = cfg.teacher
+    if t.path is not None or ("/" in t.tokenizer and not machine):
+        return out
+    try:
+        config_registry[t.family](dict(t.config), vocab_size=_vocab_size(t.tokenizer))
+    except Exception as error:  # noqa: BLE001 - HF configs raise many kinds; each is a refusal
+        out.append(_one_line(error, prefix="teacher.config"))
+    return out
+
+
 def _policy_refusals(cfg: RunConfig) -> list[str]:
     """The training backend's own check of the policy keys (the torch backend: data parallel, fp32)."""
     if cfg.policy.backend != "torch":
@@ -223,8 +244,8 @@ def static_refusals(data: dict[str, Any]) -> list[str]:
         cfg = parse_config(data)
     except ValueError as error:
         return [_one_line(error)]
-    return [*_model_refusals(cfg, machine=False), *_policy_refusals(cfg), *_generation_refusals(cfg),
-            *_data_refusals(cfg, machine=False), *_cluster_refusals(cfg)]
+    return [*_model_refusals(cfg, machine=False), *_teacher_refusals(cfg, machine=False), *_policy_refusals(cfg),
+            *_generation_refusals(cfg), *_data_refusals(cfg, machine=False), *_cluster_refusals(cfg)]
 
 
 def machine_refusals(data: dict[str, Any]) -> list[str]:
@@ -260,6 +281,7 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
         except ModelSourceError as error:
             out.append(_one_line(error))
     out.extend(_data_refusals(cfg, machine=True))
+    out.extend(_teacher_machine_refusals(cfg))
     if cfg.model.tokenizer is not None and "/" in cfg.model.tokenizer:  # a shipped one was read statically
         from rl.tokenizer import resolve_tokenizer_dir
 
@@ -268,6 +290,30 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
         except ValueError as error:
             return [*out, _one_line(error)]
         out.extend(_model_refusals(cfg, machine=True))
+    return out
+
+
+def _teacher_machine_refusals(cfg: RunConfig) -> list[str]:
+    """The teacher's checkpoint and tokenizer paths exist here, and a path tokenizer's config builds."""
+    t = cfg.teacher
+    if cfg.algorithm.name != "distill" or t is None:
+        return []
+    out = []
+    if t.path:
+        from rl.model_source import ModelSourceError, resolve_model_dir
+
+        try:
+            resolve_model_dir(t.path, key="teacher.path")
+        except ModelSourceError as error:
+            out.append(_one_line(error))
+    if "/" in t.tokenizer:
+        from rl.tokenizer import resolve_tokenizer_dir
+
+        try:
+            resolve_tokenizer_dir(t.tokenizer)
+        except ValueError as error:
+            return [*out, "teacher." + _one_line(error)]
+        out.extend(r for r in _teacher_refusals(cfg, machine=True) if r.startswith("teacher."))
     return out
 
 

@@ -1,7 +1,7 @@
 """The engine process: `python -m rl.run RECIPE.yaml --out RUN_DIR [--resume]`.
 
 Reads one resolved recipe, refuses it before Ray starts if the preflight does (rl/preflight.py:
-what the harness asks before launch), runs GRPO on Ray, and writes the run dir (docs/architecture.md):
+what the harness asks before launch), runs GRPO or cross-tokenizer distillation on Ray, and writes the run dir (docs/architecture.md):
 metrics.jsonl, invariants.jsonl, env.json, status.json, checkpoints/. Exit codes: 0 done,
 1 failed, 2 bad recipe, arguments or checkpoint (a corrupt checkpoint on --resume is refused in
 one line), 3 a worker died, 4 workers stopped answering (`limits.worker_timeout_s`),
@@ -199,6 +199,7 @@ class Engine:
         from rl.workers.group import PolicyGroup
 
         cfg, alg = self.cfg, self.cfg.algorithm
+        distill = alg.name == "distill"  # no generator: the responses come from the task's answers
         world, env_keys = cfg.world_size, sorted(cfg.env)
         placement = plan_placement(device=cfg.cluster.device, world_size=world,
                                    colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes)
@@ -220,8 +221,10 @@ class Engine:
                                rank=r, world_size=world, env_keys=env_keys, data_plane=self.store, device=device)
                  for r in range(world)]
         decode = resolve_decode(cfg.generation.decode, gpu=placement.gpu, vision=cfg.model.modality == "vision")
-        gen = cluster.spawn(GenerationWorker, slot=placement.generation, name="generation-0", role="generation",
-                            rank=0, env_keys=env_keys, device=device, precision=cfg.policy.precision, decode=decode)
+        gen = None if distill else cluster.spawn(
+            GenerationWorker, slot=placement.generation, name="generation-0", role="generation", rank=0,
+            env_keys=env_keys, device=device, precision=cfg.policy.precision, decode=decode)
+        workers = [*ranks] if gen is None else [*ranks, gen]
 
         # While the actors boot, build (and warm-start) the initial weights here.
         model_cfg = asdict(cfg.model)
@@ -235,6 +238,7 @@ class Engine:
         else:
             weights = self.ckpt.policy
         weights_ref = ray.put(weights)
+        teacher = self._teacher(tokenizer, env, device) if distill else None
         master = cluster.call([ranks[0]], "rendezvous_address")[0]
         backend_kwargs = {"model_cfg": model_cfg, "vocab_size": len(tokenizer), "seed": alg.seed,
                           "optimizer_cfg": asdict(cfg.policy.optimizer),
@@ -242,22 +246,64 @@ class Engine:
                           "parallel": asdict(cfg.policy.parallel), "precision": cfg.policy.precision,
                           "distributed_optimizer": cfg.policy.distributed_optimizer,
                           "compile": cfg.policy.compile}
-        refs = [h.actor.setup.remote(master=master, backend=cfg.policy.backend,
-                                     backend_kwargs=backend_kwargs, weights=weights_ref) for h in ranks]
-        refs.append(gen.actor.setup.remote(model_cfg=model_cfg, vocab_size=len(tokenizer),
-                                           seed=alg.seed, weights=weights_ref))
-        topology = cluster.get(refs, [h.name for h in [*ranks, gen]], timeout_s=300)[:world]
+        teacher_ref = ray.put(teacher["spec"]) if teacher else None
+        refs = [h.actor.setup.remote(master=master, backend=cfg.policy.backend, backend_kwargs=backend_kwargs,
+                                     weights=weights_ref, teacher=teacher_ref) for h in ranks]
+        if gen is not None:
+            refs.append(gen.actor.setup.remote(model_cfg=model_cfg, vocab_size=len(tokenizer),
+                                               seed=alg.seed, weights=weights_ref))
+        topology = cluster.get(refs, [h.name for h in workers], timeout_s=300)[:world]
         self.policy = PolicyGroup(cluster=cluster, ranks=ranks, flops_cfg=model.config,
                                   device=cfg.cluster.device, num_ranks=world,
                                   record_invariant=self._record_invariant, topology=topology,
-                                  timeout_s=cfg.limits.worker_timeout_s)
+                                  timeout_s=cfg.limits.worker_timeout_s,
+                                  teacher_flops_cfg=teacher["flops_cfg"] if teacher else None)
         if self.ckpt is not None:
             c = self.ckpt
             self.policy.load_checkpoint(policy=c.policy, optimizer=c.optimizer, reference=c.reference)
             checkpoint.restore_rng(c.rng)
-        self._report_env([*ranks, gen])
+        self._report_env(workers)
         G = alg.generations_per_prompt
         path = TQPath(store=self.store, group_size=G) if self.store is not None else LegacyPath(group_size=G)
+        if distill:
+            from rl.distill.driver import DistillDriver
+
+            self.driver = DistillDriver(cfg=cfg, policy=self.policy, student=teacher["student_side"],
+                                        teacher=teacher["teacher_side"], env=env, store=path,
+                                        record_invariant=self._record_invariant,
+                                        projection_shape=teacher["spec"].projection.shape)
+        else:
+            self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=self._generate_fn(gen, tokenizer),
+                                     refit=self._refit_fn(gen, ranks, placement), tokenizer=tokenizer, env=env,
+                                     store=path, layout=ImageLayout.of(model))
+        if self.ckpt is not None:
+            self.driver.cursor = self.ckpt.cursor
+
+    def _teacher(self, student_tokenizer: Any, env: Any, device: str) -> dict[str, Any]:
+        """The frozen teacher (built, warm-started on the task) and the projection between the
+        two tokenizers, sized from both configured vocabularies (rl/distill/projection.py)."""
+        from rl.distill import build_projection, canonical_tokens
+        from rl.distill.batch import Side
+        from rl.distill.step import TeacherSpec
+        from rl.models import build_model
+        from rl.tokenizer import load_tokenizer
+        from rl.warm_start import warm_start
+
+        cfg, t = self.cfg, self.cfg.teacher
+        tokenizer = load_tokenizer(t.tokenizer)
+        model_cfg = {"family": t.family, "modality": "text", "path": t.path, "config": dict(t.config)}
+        model = build_model(model_cfg, vocab_size=len(tokenizer), seed=cfg.algorithm.seed)
+        info = warm_start(model, tokenizer, env, asdict(t.warm_start), seed=cfg.algorithm.seed, device=device)
+        log.info("teacher warm start: %s", info)
+        projection = build_projection(student_tokenizer, tokenizer, topk=cfg.algorithm.distill.projection_topk)
+        spec = TeacherSpec(model_cfg=model_cfg, vocab_size=len(tokenizer), weights=model.state_dict(),
+                           projection=projection)
+        return {"spec": spec, "flops_cfg": model.config,
+                "student_side": Side(tokenizer=student_tokenizer, texts=canonical_tokens(student_tokenizer)),
+                "teacher_side": Side(tokenizer=tokenizer, texts=canonical_tokens(tokenizer))}
+
+    def _generate_fn(self, gen: Any, tokenizer: Any) -> Any:
+        cfg, cluster = self.cfg, self.cluster
         gen_kwargs = {"max_new_tokens": cfg.generation.max_new_tokens,
                       "temperature": cfg.generation.temperature,
                       "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
@@ -267,6 +313,10 @@ class Engine:
             return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, timeout_s=cfg.limits.worker_timeout_s,
                                 **{**gen_kwargs, **kwargs})[0]
 
+        return generate
+
+    def _refit_fn(self, gen: Any, ranks: list[Any], placement: Any) -> Any:
+        cfg, cluster = self.cfg, self.cluster
         names = [*(h.name for h in ranks), gen.name]
 
         def refit(version: int) -> float:
@@ -280,10 +330,7 @@ class Engine:
             load = gen.actor.load_weights.remote(state, version)
             return cluster.get([*every_rank, load], names, timeout_s=cfg.limits.worker_timeout_s)[-1]
 
-        self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=generate, refit=refit,
-                                 tokenizer=tokenizer, env=env, store=path, layout=ImageLayout.of(model))
-        if self.ckpt is not None:
-            self.driver.cursor = self.ckpt.cursor
+        return refit
 
     def _record_invariant(self, record: dict[str, Any]) -> None:
         self.runlog.log_invariant({**record, "step": self.step})
@@ -323,7 +370,8 @@ class Engine:
             if (every and step % every == 0) or step == cfg.algorithm.num_steps:
                 self._save(step)
             self.runlog.write_status("running")
-            print(f"step {step}/{cfg.algorithm.num_steps} reward={metrics['train/reward']:.3f} "
+            headline = "reward" if "train/reward" in metrics else "kl_loss"
+            print(f"step {step}/{cfg.algorithm.num_steps} {headline}={metrics['train/' + headline]:.3f} "
                   f"loss={metrics['train/loss']:.4f} t={metrics['timing/train/total']:.2f}s", flush=True)
 
     def _save(self, step: int) -> None:

@@ -58,6 +58,8 @@ def required_checks(recipe: Mapping) -> list[str]:
         required.append("dispatch_row_order")
     if recipe.get("env"):
         required.append("env_propagated")
+    if recipe.get("algorithm", {}).get("name") == "distill":  # the reference's two loss bugs
+        required += ["xtoken_valid_chunks", "xtoken_projection_shape"]
     return required
 
 

@@ -189,6 +189,18 @@ class TorchBackend:
         totals["grad_norm"] = grad_norm
         return totals
 
+    def distill_step(self, batch: dict[str, torch.Tensor], *, teacher: Any, projection: Any, cfg: Any,
+                     fold_sample_mask: bool = True) -> dict[str, float]:
+        """One optimizer step of cross-tokenizer distillation from `teacher` (rl/distill/step.py)."""
+        from rl.distill.step import accumulate_distill_grads
+
+        self.optimizer.zero_grad(set_to_none=False)
+        totals = accumulate_distill_grads(self.model, teacher, batch, projection=projection, cfg=cfg,
+                                          micro_batch_size=self.micro_batch_size, device=self.device,
+                                          fold_sample_mask=fold_sample_mask)
+        totals["grad_norm"] = self._reduce_and_step()
+        return totals
+
     def _reduce_and_step(self) -> float:
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         flat = torch.cat([g.reshape(-1) for g in grads])

@@ -22,7 +22,7 @@ from transformers import (
 )
 
 from rl.model_source import resolve_model_dir
-from rl.models.registry import registry
+from rl.models.registry import config_registry, registry
 from rl.models.tiny_configs import tiny_config
 
 # family -> (config class, causal LM class)
@@ -64,7 +64,7 @@ def make_config(family: str, overrides: dict, *, vocab_size: int) -> PretrainedC
     return FAMILIES[family][0](**fields)
 
 
-def _init_from_config(config: PretrainedConfig, model_cls: type[PreTrainedModel], seed: int) -> PreTrainedModel:
+def init_from_config(config: PretrainedConfig, model_cls: type[PreTrainedModel], seed: int) -> PreTrainedModel:
     # fork_rng: seeding must not disturb the caller's global RNG stream.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -72,7 +72,7 @@ def _init_from_config(config: PretrainedConfig, model_cls: type[PreTrainedModel]
     return model.to(torch.float32)
 
 
-def _load_from_path(path: str, model_cls: type[PreTrainedModel], overrides: dict, vocab_size: int) -> PreTrainedModel:
+def load_from_path(path: str, model_cls: type[PreTrainedModel], overrides: dict, vocab_size: int) -> PreTrainedModel:
     directory = resolve_model_dir(path)
     model = model_cls.from_pretrained(str(directory), local_files_only=True, dtype=torch.float32, **overrides)
     if model.config.vocab_size < vocab_size:
@@ -90,9 +90,9 @@ def _builder(family: str):
         model_cls = FAMILIES[family][1]
         if model_cfg.get("path"):
             check_config_fields(family, overrides)
-            model = _load_from_path(model_cfg["path"], model_cls, overrides, vocab_size)
+            model = load_from_path(model_cfg["path"], model_cls, overrides, vocab_size)
         else:
-            model = _init_from_config(make_config(family, overrides, vocab_size=vocab_size), model_cls, seed)
+            model = init_from_config(make_config(family, overrides, vocab_size=vocab_size), model_cls, seed)
         return model.eval()
 
     build.__name__ = f"build_{family}"
@@ -101,3 +101,4 @@ def _builder(family: str):
 
 for _family in FAMILIES:
     registry[_family] = _builder(_family)
+    config_registry[_family] = lambda overrides, *, vocab_size, _f=_family: make_config(_f, overrides, vocab_size=vocab_size)

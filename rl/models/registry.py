@@ -37,6 +37,9 @@ class Registry(dict):
 
 
 registry: Registry = Registry()
+# family -> `make_config(overrides, *, vocab_size)`: the HF config a builder would build from
+# (the preflight checks a recipe's config through it, never building weights).
+config_registry: Registry = Registry()
 # `model.modality: vision` builders (vision-language classes), by the same family names.
 vision_registry: Registry = Registry()
 

@@ -41,7 +41,7 @@ class LegacyPath:
         self.group_size = group_size
 
     def put_rollout(self, *, step: int, uids: list[str], columns: dict[str, torch.Tensor],
-                    lengths: list[int]) -> BatchedDataDict:
+                    lengths: list[int], tags: list[dict] | None = None) -> BatchedDataDict:
         return BatchedDataDict(dict(columns))
 
     def logprobs(self, batch: BatchedDataDict, policy: Any, *, reference: bool) -> BatchedDataDict:
@@ -58,6 +58,10 @@ class LegacyPath:
         batch["advantages"] = advantages
         batch["sample_mask"] = sample_mask
         return policy.train(batch, num_tokens=num_tokens, loss_cfg=loss_cfg)
+
+    def distill(self, batch: BatchedDataDict, policy: Any, *, sample_mask: torch.Tensor, cfg: Any) -> dict[str, Any]:
+        batch["sample_mask"] = sample_mask
+        return policy.distill(batch, cfg=cfg)
 
     def finish(self, batch: BatchedDataDict) -> None:
         batch.clear()
@@ -76,9 +80,10 @@ class TQPath:
         self.group_size = group_size
 
     def put_rollout(self, *, step: int, uids: list[str], columns: dict[str, torch.Tensor],
-                    lengths: list[int]) -> KVBatchMeta:
+                    lengths: list[int], tags: list[dict] | None = None) -> KVBatchMeta:
+        """`tags`: small per-row values that travel with the receipt (a teacher's lengths)."""
         keys = [make_key(uid, i % self.group_size) for i, uid in enumerate(uids)]
-        return self.store.put(keys, f"step_{step}", columns, sequence_lengths=[int(n) for n in lengths])
+        return self.store.put(keys, f"step_{step}", columns, sequence_lengths=[int(n) for n in lengths], tags=tags)
 
     def logprobs(self, meta: KVBatchMeta, policy: Any, *, reference: bool) -> KVBatchMeta:
         policy.get_logprobs(meta, reference=reference)
@@ -92,6 +97,11 @@ class TQPath:
         meta = self.store.put(meta, columns={"advantages": advantages, "sample_mask": sample_mask})
         shards = [meta.slice(a, b) for a, b in contiguous_blocks(len(meta), policy.dp_size)]
         return policy.train(shards, num_tokens=num_tokens, loss_cfg=loss_cfg)
+
+    def distill(self, meta: KVBatchMeta, policy: Any, *, sample_mask: torch.Tensor, cfg: Any) -> dict[str, Any]:
+        meta = self.store.put(meta, columns={"sample_mask": sample_mask})
+        shards = [meta.slice(a, b) for a, b in contiguous_blocks(len(meta), policy.dp_size)]
+        return policy.distill(shards, cfg=cfg)
 
     def finish(self, meta: KVBatchMeta) -> None:
         self.store.clear(meta)

@@ -73,17 +73,20 @@ class PolicyGroup:
         record_invariant: callback taking one invariant record.
         topology: per rank (rank order), what its `setup` returned: `dp_rank`, `dp_size`,
             `reports_metrics`; None means every rank is its own replica.
+        teacher_flops_cfg: the distillation teacher's HF config (its forward counts in FLOPs).
     """
 
     def __init__(self, *, cluster: Cluster, ranks: list[WorkerHandle], flops_cfg: Any, device: str,
                  num_ranks: int, record_invariant: Callable[[dict[str, Any]], None],
-                 timeout_s: float = 600.0, topology: list[dict[str, Any]] | None = None) -> None:
+                 timeout_s: float = 600.0, topology: list[dict[str, Any]] | None = None,
+                 teacher_flops_cfg: Any = None) -> None:
         self.cluster = cluster
         self.ranks = ranks
         topology = topology or [{"dp_rank": r, "dp_size": len(ranks), "reports_metrics": True}
                                 for r in range(len(ranks))]
         self.dp_size, self.replica_of, self.reporters = replica_layout(topology)
         self.flops_cfg = flops_cfg
+        self.teacher_flops_cfg = teacher_flops_cfg
         self.device = device
         self.num_ranks = num_ranks
         self._record = record_invariant
@@ -102,17 +105,20 @@ class PolicyGroup:
     def _record_invariant(self, record: dict[str, Any]) -> None:
         self._record(record)
 
-    def _dp_post_train(self, aggregated: Any, raw: list[dict[str, float]], *,
-                       shards: list[KVBatchMeta]) -> dict[str, Any]:
-        """Sum the ranks' metrics, check each rank trained its shard, and add the FLOPs fields."""
+    def _check_trained_rows(self, method: str, raw: list[dict[str, float]], shards: list[KVBatchMeta]) -> None:
         trained = [int(r["rows"]) for r in raw]
         expected = [len(s) for s in shards]
         ok = trained == expected
-        self._record({"check": "dispatch_row_order", "method": "train", "ok": ok,
+        self._record({"check": "dispatch_row_order", "method": method, "ok": ok,
                       "rows": sum(expected),
                       "detail": f"rows trained per rank {trained}, shard sizes {expected}"})
         if not ok:
-            raise DataIntegrityError(f"train: ranks trained {trained} rows, shards have {expected}")
+            raise DataIntegrityError(f"{method}: ranks trained {trained} rows, shards have {expected}")
+
+    def _dp_post_train(self, aggregated: Any, raw: list[dict[str, float]], *,
+                       shards: list[KVBatchMeta]) -> dict[str, Any]:
+        """Sum the ranks' metrics, check each rank trained its shard, and add the FLOPs fields."""
+        self._check_trained_rows("train", raw, shards)
         return flops_post_train(sum_rank_metrics(raw), raw, shards, flops_cfg=self.flops_cfg,
                                 device=self.device, num_ranks=self.num_ranks)
 
@@ -137,6 +143,32 @@ class PolicyGroup:
         out = sum_rank_metrics(raw)
         lengths = batch["attention_mask"].sum(dim=1).tolist()
         out["total_flops"] = flops.total_flops(self.flops_cfg, lengths)
+        out["num_ranks"] = self.num_ranks
+        out["theoretical_tflops"] = flops.theoretical_tflops(self.device, self.num_ranks)
+        return out
+
+    @dp_dispatch
+    def distill(self, batch: BatchedDataDict, *, cfg: Any) -> dict[str, Any]:
+        """One distillation step over the batch; summed metrics plus FLOPs fields."""
+        shards = batch.shard_by_batch_size(self.dp_size)
+        raw = self._run_on_ranks("distill", shards, cfg=cfg)
+        return self._distill_flops(sum_rank_metrics(raw), batch["attention_mask"].sum(dim=1).tolist(),
+                                   batch["teacher_attention_mask"].sum(dim=1).tolist())
+
+    def _dp_post_distill(self, aggregated: Any, raw: list[dict[str, float]], *,
+                         shards: list[KVBatchMeta]) -> dict[str, Any]:
+        """The meta path: lengths from the receipts (the teacher's from each row's tags)."""
+        self._check_trained_rows("distill", raw, shards)
+        lengths = [n for s in shards for n in s.sequence_lengths]
+        teacher = [int(t["teacher_length"]) for s in shards for t in s.tags]
+        return self._distill_flops(sum_rank_metrics(raw), lengths, teacher)
+
+    def _distill_flops(self, out: dict[str, Any], lengths: list[int], teacher_lengths: list[int]) -> dict[str, Any]:
+        """FLOPs: the student's forward and backward, plus the teacher's forward (a third of 3x)."""
+        from rl.models import flops
+
+        out["total_flops"] = (flops.total_flops(self.flops_cfg, lengths)
+                              + flops.total_flops(self.teacher_flops_cfg, teacher_lengths) // 3)
         out["num_ranks"] = self.num_ranks
         out["theoretical_tflops"] = flops.theoretical_tflops(self.device, self.num_ranks)
         return out

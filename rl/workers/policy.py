@@ -49,6 +49,8 @@ class PolicyWorker(WorkerBase):
         # A data-plane client (TQ path); a TQStore pickles to a lazy attach to the driver's store.
         self._plane = data_plane
         self._train_calls = 0  # = the step in a fresh run (planted faults count steps by it)
+        self.teacher: Any = None
+        self.projection: Any = None
 
     # --- set-up --------------------------------------------------------------------------
 
@@ -60,9 +62,10 @@ class PolicyWorker(WorkerBase):
         return self.host_ip(), port
 
     def setup(self, *, master: tuple[str, int], backend: str, backend_kwargs: dict[str, Any],
-              weights: dict[str, torch.Tensor]) -> dict[str, Any]:
-        """Join the process group, build the backend from `weights` (also the reference), and
-        return this rank's place in the data-parallel layout."""
+              weights: dict[str, torch.Tensor], teacher: Any = None) -> dict[str, Any]:
+        """Join the process group, build the backend from `weights` (also the reference) and,
+        for distillation, the frozen teacher (`rl.distill.step.TeacherSpec`); return this rank's
+        place in the data-parallel layout."""
         if self.world_size > 1:
             addr, port = master
             dist.init_process_group(
@@ -72,6 +75,8 @@ class PolicyWorker(WorkerBase):
         if backend == "torch":
             backend_kwargs = {**backend_kwargs, "device": self.device}
         self.backend = get_backend(backend)(weights=weights, **backend_kwargs)
+        if teacher is not None:
+            self._setup_teacher(teacher)
         return {"rank": self.rank, "dp_rank": self.backend.dp_rank, "dp_size": self.backend.dp_size,
                 "reports_metrics": self.backend.reports_metrics}
 
@@ -124,6 +129,38 @@ class PolicyWorker(WorkerBase):
             out["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
         if faults.at("nan_loss", self._train_calls):
             out["loss"] = float("nan")
+        return out
+
+    def _setup_teacher(self, spec: Any) -> None:
+        from rl.models import build_model
+
+        self.teacher = build_model(spec.model_cfg, vocab_size=spec.vocab_size, seed=0)
+        self.teacher.load_state_dict(spec.weights)
+        self.teacher.to(self.device).eval().requires_grad_(False)
+        self.projection = spec.projection
+
+    def distill(self, data: BatchedDataDict | KVBatchMeta, *, cfg: Any) -> dict[str, float]:
+        """One optimizer step of cross-tokenizer distillation; metrics are this rank's share.
+
+        `projection_mismatch` is 1 when the projection the loss used is not the configured one
+        (only the planted fault `xtoken_projection_from_max_index` makes one from the batch).
+        """
+        from rl.distill.step import DISTILL_FIELDS
+
+        if self.teacher is None:
+            raise DataIntegrityError(f"{self.name}: distill called but no teacher was set up")
+        self._train_calls += 1
+        self._plant_faults(self._train_calls)
+        cols = self._read(data, DISTILL_FIELDS)
+        projection = self.projection
+        if faults.active("xtoken_projection_from_max_index"):  # the reference's seed bug
+            projection = projection.cropped(int(cols["input_ids"].max()) + 1, int(cols["teacher_input_ids"].max()) + 1)
+        out = self.backend.distill_step(cols, teacher=self.teacher, projection=projection, cfg=cfg,
+                                        fold_sample_mask=not faults.active("xtoken_sample_mask_ignored"))
+        out["rows"] = int(cols["input_ids"].shape[0])
+        out["projection_mismatch"] = float(projection.shape != self.projection.shape)
+        if self.device == "cuda":
+            out["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
         return out
 
     def _plant_faults(self, step: int) -> None:

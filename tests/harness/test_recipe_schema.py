@@ -79,8 +79,9 @@ def test_resolved_recipe_is_complete(tmp_path):
     path.write_text(MINIMAL + "checks: {parity: {variants: {a: {}, b: {algorithm.seed: 1}}}}\n"
                     "engine: {command: [x], metrics: tensorboard}\n")
     data = load_recipe(path).data
+    assert "teacher" not in data  # a section without a default: only distillation recipes have it
     for keys, _ in _walk(SCHEMA):
-        if keys[0] in CONSUMED:
+        if keys[0] in CONSUMED or keys[0] == "teacher":
             continue
         node = data
         for key in keys:

@@ -53,7 +53,7 @@ def test_registry_and_errors() -> None:
     with pytest.raises(ValueError, match="already registered"):
         registry["qwen3_5"] = registry["qwen3_5"]
     with pytest.raises(ValueError, match="model.family"):
-        build_model(cfg("llama"), vocab_size=VOCAB, seed=0)
+        build_model(cfg("gpt2"), vocab_size=VOCAB, seed=0)
     with pytest.raises(ValueError, match="model.config.hiden_size.*hidden_size"):
         build_model(cfg("qwen3_5", hiden_size=32), vocab_size=VOCAB, seed=0)
     with pytest.raises(ValueError, match="model.config.vocab_size"):
