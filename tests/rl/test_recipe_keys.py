@@ -103,6 +103,7 @@ READERS: dict[str, tuple[str, str]] = {
     "algorithm.distill.vocab_topk": ("rl/distill/loss.py", "cfg.vocab_topk"),
     "algorithm.distill.projection_topk": ("rl/run.py", "cfg.algorithm.distill.projection_topk"),
     "algorithm.distill.responses": ("rl/distill/loss.py", "self.responses not in RESPONSES"),
+    "teacher": ("rl/config.py", "if cfg.teacher is None:"),
     "teacher.family": ("rl/run.py", '"family": t.family'),
     "teacher.path": ("rl/run.py", '"path": t.path'),
     "teacher.config": ("rl/run.py", '"config": dict(t.config)'),

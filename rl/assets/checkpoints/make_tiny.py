@@ -80,13 +80,13 @@ def write_checkpoint(name: str, out_dir: Path, *, warm: bool = True) -> None:
 
     from rl.envs import make_env
     from rl.models import build_model
-    from rl.models.qwen3_5 import FAMILIES, _init_from_config, make_config
+    from rl.models.qwen3_5 import FAMILIES, init_from_config, make_config
     from rl.warm_start import warm_start
 
     family, overrides = CHECKPOINTS[name]
     out_dir.mkdir(parents=True, exist_ok=True)
     vocab_size = write_tokenizer(out_dir)
-    model = _init_from_config(make_config(family, overrides, vocab_size=vocab_size), FAMILIES[family][1], SEED)
+    model = init_from_config(make_config(family, overrides, vocab_size=vocab_size), FAMILIES[family][1], SEED)
     model.generation_config.pad_token_id = 0
     source = {"family": family, "overrides": overrides, "seed": SEED, "warm_start": None}
     if warm:
