@@ -26,10 +26,30 @@ def next_token_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Ten
 compiled_next_token_logprobs = torch.compile(next_token_logprobs, dynamic=None)
 
 
+def quiet_default_tp_group() -> None:
+    """megatron-core 0.19's RowParallelLinear passes `tp_group=None` on every forward, and the
+    helper that fills in the default group warns (a DeprecationWarning, on rank 0). Dynamo cannot
+    trace `warnings.warn`: the compiled layer broke into pieces there, and the break inside the
+    layer's activation-offloading context left the rest of the layer eager (9 graphs for 2 layers,
+    found with TORCH_LOGS=graph_breaks on the CPU). The same default group, without the warning."""
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel import layers
+
+    def default_tp_group(tp_group=None, is_expert=False, check_initialized=True):
+        if tp_group is not None or not torch.distributed.is_initialized() or not parallel_state.is_initialized():
+            return tp_group
+        if is_expert:
+            return parallel_state.get_expert_tensor_parallel_group(check_initialized=check_initialized)
+        return parallel_state.get_tensor_model_parallel_group(check_initialized=check_initialized)
+
+    layers.get_tensor_model_parallel_group_if_none = default_tp_group
+
+
 def compile_layers(model: torch.nn.Module) -> int:
     """Put every transformer layer's forward of a GPTModel (or a VL model's language model) under
     torch.compile; returns how many. The modules keep their parameters (refit and checkpoints
     see the same tensors)."""
+    quiet_default_tp_group()
     language = getattr(model, "language_model", model)
     layers = language.decoder.layers
     for layer in layers:

@@ -1,0 +1,70 @@
+"""A compiled megatron transformer layer (dense) traces as one graph with no graph break.
+
+Dynamo only (`backend="eager"`), on the CPU, in a one-rank gloo process: the breaks are the same
+as on the GPU. Before `quiet_default_tp_group`, megatron-core 0.19's RowParallelLinear warning
+broke every layer and left the rest of it eager (docs/benchmarks.md, issue 11).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import tempfile
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+if importlib.util.find_spec("megatron") is None:
+    pytest.skip("megatron-core not installed", allow_module_level=True)
+
+VOCAB = 64
+
+
+def _worker(rank: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+    from torch._dynamo.utils import counters
+
+    from rl.algorithms.loss import LossConfig
+    from rl.backends import get_backend
+    from rl.backends.megatron_compile import quiet_default_tp_group
+    from rl.models import build_model
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    cfg = {"family": "qwen3_5", "config": {"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2}}
+    backend = get_backend("megatron")(
+        model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=2, seed=0,
+        weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
+        optimizer_cfg=dict(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
+        parallel=dict(tp=1, ep=1, cp=1, pp=1, sp=False))
+    quiet_default_tp_group()  # what compile_layers does first (policy.compile itself is GPU-only)
+    module = backend.gpt
+    while hasattr(module, "module"):
+        module = module.module
+    for layer in module.decoder.layers:
+        layer.forward = torch.compile(layer.forward, backend="eager")
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, VOCAB, (4, 16), generator=g)
+    mask = torch.ones_like(ids)
+    response = mask.clone()
+    response[:, :4] = 0
+    base = -torch.rand(4, 16, generator=g)
+    batch = dict(input_ids=ids, attention_mask=mask, response_mask=response, gen_logprobs=base,
+                 prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(4, generator=g),
+                 sample_mask=torch.ones(4))
+    backend.train_step(batch, num_tokens=int(response.sum()), loss_cfg=LossConfig())
+    torch.save({"breaks": sum(counters["graph_break"].values()),
+                "graphs": counters["stats"]["unique_graphs"]}, os.path.join(out, "counts.pt"))
+    dist.destroy_process_group()
+
+
+def test_a_compiled_dense_layer_is_one_graph_without_breaks() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as out:
+        mp.spawn(_worker, args=(port, out), nprocs=1, join=True)
+        counts = torch.load(os.path.join(out, "counts.pt"))
+    assert counts == {"breaks": 0, "graphs": 1}
