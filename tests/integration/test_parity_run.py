@@ -31,6 +31,10 @@ def test_parity_recipe_passes_with_legacy_and_tq_bitwise_equal(tmp_path):
     assert got["parity:metrics"]["ok"] and "tolerance 0" in got["parity:metrics"]["message"]
     assert got["parity:logprob_digest"]["ok"]
     assert got["tq:invariant:dispatch_row_order"]["ok"]
+    order = [json.loads(line) for line in (out / "tq" / "invariants.jsonl").read_text().splitlines()]
+    order = [r for r in order if r["check"] == "dispatch_row_order"]
+    # per step: policy and reference log-probs (one receipt, sharded) and train (one per rank)
+    assert len(order) == 3 * 3 and all(r["ok"] for r in order)
 
 
 def test_planted_reorder_bug_fails_invariant_and_parity(tmp_path):
