@@ -219,6 +219,7 @@ class RunConfig:
     data_plane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
     env: dict[str, str] = field(default_factory=dict)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    run_dir: str | None = None  # the harness's: where run dirs go without --out
     checks: ChecksConfig = field(default_factory=ChecksConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     # `--scale tiny` / `--scale h200x2` overrides: applied by the harness before the engine reads

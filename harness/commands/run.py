@@ -42,15 +42,16 @@ DEFAULT_RECIPE = REPO_ROOT / "recipes" / "arith_grpo_cpu.yaml"
 EXIT_INTERRUPTED = 130
 
 
-def make_run_dir(out: str | None, name: str) -> Path:
-    """A fresh run dir: --out if given (it must not hold a run already), else runs/<name>-<time>-<id>."""
+def make_run_dir(out: str | None, name: str, root: str | None = None) -> Path:
+    """A fresh run dir: --out if given (it must not hold a run already), else
+    ROOT/<name>-<time>-<id>, ROOT being the recipe's `run_dir` (a shared path on a cluster) or runs/."""
     if out:
         path = Path(out)
         if path.exists() and any(path.iterdir()):
             raise UsageError(f"{path}: run dir exists and is not empty (choose another --out)")
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        path = Path("runs") / f"{name}-{stamp}-{secrets.token_hex(2)}"
+        path = Path(root or "runs").expanduser() / f"{name}-{stamp}-{secrets.token_hex(2)}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -188,7 +189,8 @@ def main(args: argparse.Namespace) -> int:
     refused_here = ask_before_launch(recipe, launching=not args.dry_run, machine_here=not ray_address)
     if resume and args.dry_run:
         raise UsageError("--resume and --dry-run: choose one")
-    run_dir = resume_dir(args.out, recipe) if resume else make_run_dir(args.out, recipe["name"])
+    run_dir = (resume_dir(args.out, recipe) if resume
+               else make_run_dir(args.out, recipe["name"], recipe.get("run_dir")))
     recipe_file = run_dir / "recipe.yaml" if resume else write_inputs(run_dir, recipe, plan)
     print(f"recipe  {recipe_path}{f' ({args.scale} twin)' if args.scale else ''}\nrun dir {run_dir}")
     print(format_plan(plan_obj), end="")

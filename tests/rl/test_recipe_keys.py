@@ -37,6 +37,7 @@ READERS: dict[str, tuple[str, str]] = {
     "engine.metrics": ("harness/engines/__init__.py", 'engine.get("metrics")'),
     "engine.metrics_path": ("harness/engines/__init__.py", 'engine.get("metrics_path", ".")'),
     "policy.max_seq_len": ("harness/plan/memory.py", '"max_seq_len"'),
+    "run_dir": ("harness/commands/run.py", 'recipe.get("run_dir")'),
     "checks.thresholds": ("harness/checks/judge.py", 'checks_cfg["thresholds"]'),
     "checks.hardware": ("harness/checks/judge.py", 'checks_cfg.get("hardware")'),
     "checks.invariants": ("harness/checks/judge.py", 'checks_cfg.get("invariants", True)'),
