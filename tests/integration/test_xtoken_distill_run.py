@@ -15,7 +15,7 @@ import pytest
 
 from harness.cli import main
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=143)]  # the file, measured on 2 shared cores
 
 REPO = Path(__file__).resolve().parents[2]
 PARITY = str(REPO / "recipes" / "xtoken_distill_cpu_parity.yaml")

@@ -23,7 +23,7 @@ from rl.data import (
     make_client,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=45)]  # the file, measured on 2 shared cores
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("transfer_queue")

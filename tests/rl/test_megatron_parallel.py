@@ -33,7 +33,7 @@ import torch.multiprocessing as mp
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core is not installed", allow_module_level=True)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=330)]  # the file, measured on 2 shared cores
 
 VOCAB, VL_VOCAB, ROWS, LENGTH, STEPS = 32, 56, 8, 12, 2  # VL_VOCAB: the arith_vl tokenizer
 OPT = dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
