@@ -28,10 +28,12 @@ more); under the contention of a shared machine it was 3-10x slower. lr 1e-2 was
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -155,6 +157,24 @@ def _train(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Env,
     return float(loss.detach())
 
 
+@contextlib.contextmanager
+def _deterministic(device: str) -> Iterator[None]:
+    """Deterministic kernels while a GPU trains the warm start. Without them two warm starts of
+    one seed differed (scatter/index backward kernels accumulate in any order): three at once on
+    one H200 began GRPO at reward 0.62 / 0.72 / 0.91, and one of them later collapsed to chance
+    (docs/benchmarks.md, 2026-12-01). The result is cached, so every later run reads the same."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's condition; read at its first use
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
 def warm_start(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -185,7 +205,8 @@ def warm_start(
         model.load_state_dict(entry["state_dict"])
         model.eval()
         return {"cached": True, "loss": entry["loss"], "seconds": time.perf_counter() - start, "path": str(path)}
-    loss = _train(model.to(device), tokenizer, env, ws, seed)
+    with _deterministic(device):
+        loss = _train(model.to(device), tokenizer, env, ws, seed)
     model.to("cpu")
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
