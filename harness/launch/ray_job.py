@@ -33,6 +33,10 @@ POLL_S = 0.5
 STOP_WAIT_S = 15.0  # within the launcher's 20 s grace after our SIGINT; Ray kills the entrypoint after 3 s
 EXCLUDES = [".git", ".venv", "runs", "**/__pycache__"]
 EXIT_STOPPED = {signal.SIGINT: 130, signal.SIGTERM: 143}
+# A head just started (`ray start --head`) answers job submissions before its job agent is up:
+# Ray says so in this message (HTTP 500) and asks to try again; anything else is final.
+AGENT_NOT_UP = "No available agent to submit job"
+AGENT_WAIT_S = 60.0
 
 
 class Stop(BaseException):
@@ -57,12 +61,24 @@ def _print(text: str) -> None:
     sys.stdout.flush()
 
 
+def _submit(client: Any, **job: Any) -> str:
+    """submit_job, again every second while the head's job agent is not up yet (AGENT_WAIT_S)."""
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            return client.submit_job(**job)
+        except RuntimeError as error:
+            if AGENT_NOT_UP not in str(error) or time.monotonic() >= deadline:
+                raise
+            _print("[ray job] the head's job agent is not up yet; submitting again in 1 s\n")
+            time.sleep(1.0)
+
+
 def submit_and_follow(client: Any, *, argv: Sequence[str], working_dir: str, env_vars: dict[str, str],
                       submission_id: str | None) -> int:
     """Submit, stream the log, return the engine's exit code; a Stop stops the job first."""
-    job_id = client.submit_job(entrypoint=entrypoint(argv), submission_id=submission_id,
-                               runtime_env={"working_dir": working_dir, "excludes": EXCLUDES,
-                                            "env_vars": env_vars})
+    job_id = _submit(client, entrypoint=entrypoint(argv), submission_id=submission_id,
+                     runtime_env={"working_dir": working_dir, "excludes": EXCLUDES, "env_vars": env_vars})
     _print(f"[ray job] submitted {job_id}\n")
     shown = 0
     try:

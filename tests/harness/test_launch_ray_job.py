@@ -118,3 +118,37 @@ def test_the_submitter_command_names_env_variables_never_their_values():
                           env_names=["HF_TOKEN"], submission_id="harness-x")
     assert cmd[1:3] == ["-m", "harness.launch.ray_job"]
     assert cmd[cmd.index("--env") + 1] == "HF_TOKEN" and cmd[cmd.index("--") + 1:] == ["python", "-m", "rl.run"]
+
+
+class AgentNotUpYet(FakeClient):
+    """A head just started: the first `fails` submissions get Ray's 'no available agent' 500."""
+
+    def __init__(self, *, fails: int, error: str = ray_job.AGENT_NOT_UP + ", please try again later..") -> None:
+        super().__init__(polls=1, code=0)
+        self.fails, self.error, self.tries = fails, error, 0
+
+    def submit_job(self, **kwargs):
+        self.tries += 1
+        if self.tries <= self.fails:
+            raise RuntimeError(f"Request failed with status code 500: {self.error}")
+        return super().submit_job(**kwargs)
+
+
+def test_a_head_whose_job_agent_is_not_up_yet_is_asked_again(monkeypatch, capsys):
+    monkeypatch.setattr(ray_job.time, "sleep", lambda s: None)
+    client = AgentNotUpYet(fails=3)
+    assert follow(client) == 0 and client.tries == 4
+    assert capsys.readouterr().out.count("job agent is not up yet") == 3
+
+
+def test_any_other_refusal_and_a_head_that_never_gets_its_agent_are_final(monkeypatch):
+    monkeypatch.setattr(ray_job.time, "sleep", lambda s: None)
+    other = AgentNotUpYet(fails=1, error="runtime_env: working_dir too large")
+    with pytest.raises(RuntimeError, match="too large"):
+        follow(other)
+    assert other.tries == 1
+    monkeypatch.setattr(ray_job, "AGENT_WAIT_S", 0.0)
+    never = AgentNotUpYet(fails=10**6)
+    with pytest.raises(RuntimeError, match="No available agent"):
+        follow(never)
+    assert never.tries == 1
