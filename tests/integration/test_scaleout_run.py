@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -40,17 +41,27 @@ NOISY_PREFIXES = ("timing/", "performance/")
 TWO_NODES = ["cluster.nodes=2", "cluster.devices_per_node=1"]
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @contextlib.contextmanager
 def two_node_ray_cluster():
     """A 2-node Ray cluster with a job server; yields (dashboard URL, node ids)."""
     from ray.cluster_utils import Cluster
 
+    # Each node's dashboard agent gets a free port of its own: at Ray's default (52365) the head's
+    # agent, the one that takes job submissions, lost the port to a private Ray of a test running
+    # beside this one and every submission got "No available agent to submit job".
     cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": 0})
+        "num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": 0,
+        "dashboard_agent_listen_port": free_port()})
     # Its own temp dir: two nodes of one machine sharing one would share the job's unpacked
     # working dir, and one node's clean-up deletes it under the other's engine.
     node_dir = tempfile.mkdtemp(prefix="ray-node2-")  # short: Ray's socket paths must fit 107 bytes
-    worker = cluster.add_node(num_cpus=1, temp_dir=node_dir)
+    worker = cluster.add_node(num_cpus=1, temp_dir=node_dir, dashboard_agent_listen_port=free_port())
     try:
         cluster.wait_for_nodes()
         ids = {node.node_id for node in cluster.list_all_nodes()}
