@@ -39,7 +39,8 @@ def first_finite(series: dict[int, float]) -> float | None:
 def flat(metrics: Metrics, name: str) -> Metrics:
     """`name` frozen at its first finite value: a metric that never moved (a run that did nothing)."""
     value = first_finite(metrics[name])
-    assert value is not None, "flat() needs a finite value; the caller checks"
+    if value is None:
+        raise ValueError(f"flat({name}): the series has no finite value (the caller checks first)")
     return metrics.replacing(name, dict.fromkeys(metrics[name], value))
 
 

@@ -54,7 +54,8 @@ DATA = {"train": {"path": "tiny_math", "split": "train"}, "validation": {"path":
 
 def build_tokenizer() -> Tokenizer:
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + ALPHABET)}
-    assert len(vocab) == len(SPECIAL_TOKENS) + len(ALPHABET), "duplicate symbol in the alphabet"
+    if len(vocab) != len(SPECIAL_TOKENS) + len(ALPHABET):
+        raise ValueError("duplicate symbol in the alphabet")
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()

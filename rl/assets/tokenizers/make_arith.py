@@ -30,7 +30,8 @@ ALPHABET = DIGITS + OPERATORS + PUNCTUATION + LETTERS
 def build_tokenizer() -> Tokenizer:
     """One token per character of ALPHABET; anything else is <unk>."""
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + ALPHABET)}
-    assert len(vocab) == len(SPECIAL_TOKENS) + len(ALPHABET), "duplicate symbol in the alphabet"
+    if len(vocab) != len(SPECIAL_TOKENS) + len(ALPHABET):
+        raise ValueError("duplicate symbol in the alphabet")
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     # Every character (spaces included) becomes its own pre-token.
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
