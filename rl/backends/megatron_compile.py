@@ -46,12 +46,26 @@ def quiet_default_tp_group() -> None:
 
 
 def compile_layers(model: torch.nn.Module) -> int:
-    """Put every transformer layer's forward of a GPTModel (or a VL model's language model) under
+    """Put every transformer layer of a GPTModel (or a VL model's language model) under
     torch.compile; returns how many. The modules keep their parameters (refit and checkpoints
-    see the same tensors)."""
+    see the same tensors).
+
+    A dense layer compiles whole (one graph). A MoE layer's router and token dispatcher move token
+    counts to the host and call megatron's autograd Functions, which Dynamo cannot trace, so only
+    the parts around them compile: the attention half (input norm, attention, residual), the
+    pre-MLP norm, the shared expert and the grouped experts (dynamic in the token count)."""
     quiet_default_tp_group()
     language = getattr(model, "language_model", model)
     layers = language.decoder.layers
     for layer in layers:
-        layer.forward = torch.compile(layer.forward, dynamic=None)
+        experts = getattr(layer.mlp, "experts", None)
+        if experts is None:
+            layer.forward = torch.compile(layer.forward, dynamic=None)
+            continue
+        layer._forward_attention = torch.compile(layer._forward_attention, dynamic=None)
+        layer.pre_mlp_layernorm.forward = torch.compile(layer.pre_mlp_layernorm.forward, dynamic=None)
+        experts.forward = torch.compile(experts.forward, dynamic=None)
+        shared = getattr(layer.mlp, "shared_experts", None)
+        if shared is not None:
+            shared.forward = torch.compile(shared.forward, dynamic=None)
     return len(layers)

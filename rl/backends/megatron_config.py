@@ -40,7 +40,7 @@ from megatron.core.transformer.spec_utils import ModuleSpec  # noqa: E402
 from megatron.core.transformer.transformer_block import TransformerBlockSubmodules  # noqa: E402
 from megatron.core.transformer.transformer_config import TransformerConfig  # noqa: E402
 from megatron.core.transformer.transformer_layer import TransformerLayer  # noqa: E402
-
+from rl.backends.megatron_experts import with_grouped_experts  # noqa: E402
 from rl.models.mrope import mrope_angles, mrope_section_of  # noqa: E402
 
 __all__ = ["GatedOutputNorm", "InterleavedMRoPE", "ParallelConfig", "ZeroCenteredRMSNorm", "block_spec",
@@ -259,6 +259,7 @@ def block_spec(config: TransformerConfig, layer_types: list[str]) -> Transformer
                                          qk_layernorm=True, normalization="RMSNorm")
     sub.input_layernorm = ZeroCenteredRMSNorm
     sub.pre_mlp_layernorm = ZeroCenteredRMSNorm
+    sub.mlp = with_grouped_experts(sub.mlp)
     attn = sub.self_attention.submodules
     attn.q_layernorm = ZeroCenteredRMSNorm
     attn.k_layernorm = ZeroCenteredRMSNorm
