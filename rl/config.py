@@ -103,9 +103,31 @@ class GenerationConfig:
 
 @dataclass(kw_only=True)
 class WarmStartConfig:
+    """A short supervised run before the algorithm (rl/warm_start.py); steps 0 disables it.
+
+    stop_at_loss: end early once the mean loss of the last LOSS_WINDOW steps is at or below it
+    (`steps` stays the cap). A tiny model's loss sits on a plateau for a seed-dependent number of
+    steps and then falls fast, so a fixed step count leaves one seed at chance and the next near
+    perfect; stopping at a loss leaves every seed partly trained, with room for the algorithm."""
+
     steps: int = 0
     lr: float = 3.0e-3
     batch_size: int = 32
+    stop_at_loss: float | None = None
+
+    LOSS_WINDOW: typing.ClassVar[int] = 20
+
+    @classmethod
+    def from_dict(cls, data: dict, path: str = "algorithm.warm_start") -> "WarmStartConfig":
+        out = _build(cls, data, path)
+        for name, low in (("steps", 0), ("batch_size", 1)):
+            if getattr(out, name) < low:
+                raise ValueError(f"{path}.{name}: must be >= {low}, got {getattr(out, name)}")
+        if out.lr <= 0:
+            raise ValueError(f"{path}.lr: must be > 0, got {out.lr}")
+        if out.stop_at_loss is not None and out.stop_at_loss <= 0:
+            raise ValueError(f"{path}.stop_at_loss: must be > 0 or null, got {out.stop_at_loss}")
+        return out
 
 
 @dataclass(kw_only=True)

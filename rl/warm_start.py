@@ -34,12 +34,13 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from rl.config import WarmStartConfig
 from rl.envs.registry import Env, Problem
 from rl.generation import decode_responses, generate
 from rl.models.image_inputs import ImageLayout, encode_prompts, prompt_rows
@@ -47,32 +48,6 @@ from rl.models.logprobs import token_logprobs
 
 CACHE_FORMAT = 1  # bump when the training procedure changes, to invalidate old entries
 GRAD_CLIP = 1.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class WarmStartConfig:
-    """algorithm.warm_start of a recipe; steps 0 disables warm start."""
-
-    steps: int
-    lr: float
-    batch_size: int
-
-    @classmethod
-    def from_dict(cls, cfg: dict) -> "WarmStartConfig":
-        known = {"steps", "lr", "batch_size"}
-        for key in cfg:
-            if key not in known:
-                raise ValueError(f"algorithm.warm_start.{key}: unknown field; known: {sorted(known)}")
-        for key in sorted(known - set(cfg)):
-            raise ValueError(f"algorithm.warm_start.{key}: missing")
-        out = cls(steps=int(cfg["steps"]), lr=float(cfg["lr"]), batch_size=int(cfg["batch_size"]))
-        if out.steps < 0:
-            raise ValueError(f"algorithm.warm_start.steps: must be >= 0, got {out.steps}")
-        if out.lr <= 0:
-            raise ValueError(f"algorithm.warm_start.lr: must be > 0, got {out.lr}")
-        if out.batch_size < 1:
-            raise ValueError(f"algorithm.warm_start.batch_size: must be >= 1, got {out.batch_size}")
-        return out
 
 
 def default_cache_dir() -> Path:
@@ -128,7 +103,8 @@ def cache_key(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: E
         "model_config": model.config.to_dict(),
         "initial_weights": _fingerprint(model),
         "task": env.spec,
-        "warm_start": asdict(cfg),
+        # stop_at_loss only when set: entries from before the field keep their keys
+        "warm_start": {k: v for k, v in asdict(cfg).items() if not (k == "stop_at_loss" and v is None)},
         "seed": seed,
         "vocab": sorted(tokenizer.get_vocab().items()),
         **({"device": device} if device != "cpu" else {}),  # CPU keys stay as they were
@@ -136,11 +112,15 @@ def cache_key(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: E
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def _train(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Env, cfg: WarmStartConfig, seed: int) -> float:
+def _train(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Env, cfg: WarmStartConfig,
+           seed: int) -> tuple[float, int]:
+    """Returns (the last step's loss, the steps run)."""
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     model.train()
     loss = torch.tensor(float("nan"))
     layout = ImageLayout.of(model)
+    recent: list[float] = []
+    i = 0
     for i in range(cfg.steps):
         # Negative steps: a problem stream disjoint from GRPO's steps (1, 2, ...) under the same seed.
         problems = env.sample(cfg.batch_size, seed=seed, step=-1 - i)
@@ -153,8 +133,12 @@ def _train(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, env: Env,
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
         opt.step()
+        if cfg.stop_at_loss is not None:
+            recent = [*recent[1 - cfg.LOSS_WINDOW:], float(loss.detach())]
+            if len(recent) == cfg.LOSS_WINDOW and sum(recent) / len(recent) <= cfg.stop_at_loss:
+                break
     model.eval()
-    return float(loss.detach())
+    return float(loss.detach()), (i + 1 if cfg.steps else 0)
 
 
 @contextlib.contextmanager
@@ -191,28 +175,31 @@ def warm_start(
     the Hugging Face model's fla kernels, when installed, can run). The model ends on the CPU.
 
     Returns:
-        {"cached": bool, "loss": final training loss (None when steps == 0),
-         "seconds": wall time of this call, "path": the cache file or None}.
+        {"cached": bool, "loss": final training loss (None when steps == 0), "steps": steps
+         trained (fewer than configured when stop_at_loss ended it), "seconds": wall time of
+         this call, "path": the cache file or None}.
     """
     ws = WarmStartConfig.from_dict(cfg)
     start = time.perf_counter()
     if ws.steps == 0:
-        return {"cached": False, "loss": None, "seconds": 0.0, "path": None}
+        return {"cached": False, "loss": None, "steps": 0, "seconds": 0.0, "path": None}
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = cache_dir / f"{cache_key(model, tokenizer, env, ws, seed, device)}.pt"
     if path.is_file():
         entry = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(entry["state_dict"])
         model.eval()
-        return {"cached": True, "loss": entry["loss"], "seconds": time.perf_counter() - start, "path": str(path)}
+        return {"cached": True, "loss": entry["loss"], "steps": entry.get("steps", ws.steps),
+                "seconds": time.perf_counter() - start, "path": str(path)}
     with _deterministic(device):
-        loss = _train(model.to(device), tokenizer, env, ws, seed)
+        loss, steps = _train(model.to(device), tokenizer, env, ws, seed)
     model.to("cpu")
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save({"state_dict": model.state_dict(), "loss": loss}, tmp)
+    torch.save({"state_dict": model.state_dict(), "loss": loss, "steps": steps}, tmp)
     os.replace(tmp, path)  # atomic: a concurrent reader sees no entry or a whole one
-    return {"cached": False, "loss": loss, "seconds": time.perf_counter() - start, "path": str(path)}
+    return {"cached": False, "loss": loss, "steps": steps, "seconds": time.perf_counter() - start,
+            "path": str(path)}
 
 
 def evaluate_accuracy(

@@ -94,10 +94,27 @@ def test_zero_steps_and_config_errors(tok, tmp_path: Path, monkeypatch) -> None:
     assert warm_start(model, tok, arith(), {**CFG, "steps": 0}, seed=0, cache_dir=tmp_path)["cached"] is False
     assert same_weights(model, fresh(tok)) and not list(tmp_path.iterdir())
     for bad, field in [({**CFG, "lr": 0}, "lr"), ({**CFG, "epochs": 1}, "epochs"),
-                       ({"steps": 1, "lr": 1e-3}, "batch_size"), ({**CFG, "steps": -1}, "steps")]:
+                       ({**CFG, "batch_size": 0}, "batch_size"), ({**CFG, "steps": -1}, "steps"),
+                       ({**CFG, "stop_at_loss": 0.0}, "stop_at_loss"), ({**CFG, "steps": "3"}, "steps")]:
         with pytest.raises(ValueError, match=f"algorithm.warm_start.{field}"):
             warm_start(model, tok, arith(), bad, seed=0, cache_dir=tmp_path)
     monkeypatch.setenv("RL_CACHE_DIR", str(tmp_path / "root"))
     assert default_cache_dir() == tmp_path / "root" / "warm_start"
     monkeypatch.delenv("RL_CACHE_DIR")
     assert default_cache_dir() == Path.home() / ".cache" / "rl" / "warm_start"
+
+
+def test_stop_at_loss_ends_at_the_first_full_window_at_or_below_it(tok, tmp_path: Path) -> None:
+    from rl.config import WarmStartConfig
+
+    window = WarmStartConfig.LOSS_WINDOW
+    cfg = {"steps": window + 10, "lr": 3e-3, "batch_size": 4}
+    reached = warm_start(fresh(tok), tok, arith(), {**cfg, "stop_at_loss": 1e6}, seed=0, cache_dir=tmp_path)
+    assert reached["steps"] == window  # every loss is below 1e6: stops once the window is full
+    never = warm_start(fresh(tok), tok, arith(), {**cfg, "stop_at_loss": 1e-9}, seed=0, cache_dir=tmp_path)
+    assert never["steps"] == window + 10
+    assert warm_start(fresh(tok), tok, arith(), {**cfg, "stop_at_loss": 1e6}, seed=0,
+                      cache_dir=tmp_path)["steps"] == window  # a cache hit reports the steps it trained
+    plain = warm_start(fresh(tok), tok, arith(), cfg, seed=0, cache_dir=tmp_path)
+    assert plain["cached"] is False and plain["steps"] == window + 10  # the target is part of the key
+    assert len(list(tmp_path.glob("*.pt"))) == 3
