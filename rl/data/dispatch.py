@@ -33,6 +33,8 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from rl import faults
 from rl.data.batched import BatchedDataDict
 from rl.data.errors import DataIntegrityError
@@ -51,12 +53,17 @@ def caller_order_gather(order: Sequence[int]) -> list[int]:
     `order[j]` is the caller's index of concatenated row j; returns `g` with
     `out[i] = concat[g[i]]`, the inverse permutation of `order`.
     """
-    if sorted(order) != list(range(len(order))):
+    n = len(order)
+    arr = np.asarray(order, dtype=np.int64).reshape(-1)
+    if (
+        len(arr) != n
+        or (n and (arr.min() < 0 or arr.max() >= n))
+        or np.bincount(arr, minlength=n).max(initial=0) > 1
+    ):
         raise DataIntegrityError("shard indices are not a permutation")
-    gather = [-1] * len(order)
-    for j, i in enumerate(order):
-        gather[i] = j
-    return gather
+    gather = np.empty(n, dtype=np.int64)
+    gather[arr] = np.arange(n, dtype=np.int64)
+    return gather.tolist()
 
 
 def _is_row_shaped(result: Any) -> bool:
@@ -85,9 +92,18 @@ def _concat_rows(raw: list[Any], method: str) -> Any:
     return merged if isinstance(raw[0], BatchedDataDict) else dict(merged)
 
 
-def _take(rows: Any, gather: list[int]) -> Any:
+def _take(rows: Any, gather: list[int], method: str) -> Any:
+    """Rows `gather` of the concatenated results (`gather` is a permutation of their indices)."""
     if isinstance(rows, KVBatchMeta):
-        return rows.subset(gather)
+        if len(rows) != len(gather):
+            raise DataIntegrityError(
+                f"{method}: ranks returned {len(rows)} rows for {len(gather)} caller rows")
+        # No per-index re-check: `gather` is a checked permutation, and _check_rows compares
+        # the result's keys with the caller's whatever the index arithmetic did.
+        return rows._rows(gather, rows._batch_extra())
+    if len(rows[ROW_KEYS]) != len(gather):
+        raise DataIntegrityError(
+            f"{method}: ranks returned {len(rows[ROW_KEYS])} rows for {len(gather)} caller rows")
     taken = BatchedDataDict(rows).select_indices(gather)
     return taken if isinstance(rows, BatchedDataDict) else dict(taken)
 
@@ -161,6 +177,9 @@ def _refuse_duplicate_keys(method: str, metas: Sequence[KVBatchMeta]) -> None:
     A key on two ranks would be processed twice, and an invariant built from those keys would
     expect it twice and record ok (issue 15).
     """
+    every = [k for meta in metas for k in meta.keys]
+    if len(set(every)) == len(every):
+        return  # the common case: one set of every key; the rank map below only names dupes
     ranks_of: dict[str, list[int]] = {}
     for rank, meta in enumerate(metas):
         for key in meta.keys:
@@ -191,7 +210,7 @@ def dp_dispatch(method: Callable[..., Any]) -> Callable[..., Any]:
             raise DataIntegrityError(f"dp_dispatch({name}): only some ranks returned rows")
         if all(shaped):
             gather = list(order) if faults.active("dispatch_inverse_reorder") else caller_order_gather(order)
-            aggregated = _take(_concat_rows(raw, name), gather)
+            aggregated = _take(_concat_rows(raw, name), gather, f"dp_dispatch({name})")
             _check_rows(self, name, aggregated, expected)
         else:
             aggregated = raw[0]

@@ -30,6 +30,7 @@ Integer arithmetic, stable sorts and first-index tie-breaks: the result is deter
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -200,10 +201,20 @@ def shard_keys_by_seqlen(meta: KVBatchMeta, dp: int) -> list[KVBatchMeta]:
     Each shard keeps the caller's relative row order and records the caller's row index of
     each of its rows in `extra_info["_dp_original_indices"]` (a tuple of ints).
 
+    Each row goes to exactly one shard (checked once over the whole assignment, after which the
+    shards are cut without per-shard re-checks).
+
     Raises:
         DataIntegrityError: when `len(meta)` is not a multiple of `dp`.
     """
     assignment = assign_balanced(meta.sequence_lengths, dp)
-    return [
-        meta.subset(rows).with_extra_info(**{ORIGINAL_INDICES: tuple(rows)}) for rows in assignment
-    ]
+    n = len(meta)
+    flat = np.fromiter(chain.from_iterable(assignment), dtype=np.int64)
+    if len(assignment) != dp or len(flat) != n or (
+        n and (flat.min() < 0 or flat.max() >= n or np.bincount(flat, minlength=n).max() != 1)
+    ):
+        raise DataIntegrityError(
+            f"shard_keys_by_seqlen: the assignment of {n} rows over dp={dp} is not a partition"
+        )
+    batch_extra = meta._batch_extra()
+    return [meta._rows(rows, {**batch_extra, ORIGINAL_INDICES: tuple(rows)}) for rows in assignment]

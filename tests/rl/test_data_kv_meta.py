@@ -111,3 +111,69 @@ def test_filter_tags_without_fetch() -> None:
 def test_pickles_for_ray() -> None:
     meta = _meta(3)
     assert pickle.loads(pickle.dumps(meta)) == meta
+
+
+# --- validate once: transforms skip the per-row re-checks, so prove they need none ----------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _rebuilt(meta: KVBatchMeta) -> KVBatchMeta:
+    """The same parts through the validating constructor (raises if any part is invalid)."""
+    return KVBatchMeta(partition_id=meta.partition_id, keys=list(meta.keys),
+                       sequence_lengths=list(meta.sequence_lengths), fields=list(meta.fields),
+                       tags=[dict(t) for t in meta.tags], extra_info=dict(meta.extra_info))
+
+
+@st.composite
+def transformed(draw: st.DrawFn) -> tuple[KVBatchMeta, KVBatchMeta]:
+    n = draw(st.integers(1, 12))
+    meta = _meta(n).with_extra_info(_dp_original_indices=tuple(range(n)))
+    op = draw(st.sampled_from(["subset", "slice", "concat", "fields", "extra", "stamp"]))
+    if op == "subset":
+        picked = draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n))
+        negate = draw(st.lists(st.booleans(), min_size=len(picked), max_size=len(picked)))
+        out = meta.subset([i - n if neg else i for i, neg in zip(picked, negate, strict=True)])
+    elif op == "slice":
+        out = meta.slice(draw(st.integers(-n - 2, n + 2)), draw(st.integers(-n - 2, n + 2)))
+    elif op == "concat":
+        cut = draw(st.integers(0, n))
+        out = KVBatchMeta.concat(meta.slice(cut, n), meta.slice(0, cut))
+    elif op == "fields":
+        out = meta.with_fields(*draw(st.lists(st.sampled_from(["input_ids", "lp", "adv"]))))
+    elif op == "extra":
+        out = meta.with_extra_info(step=draw(st.integers(0, 9)), more="x")
+    else:
+        out = meta.stamp_tags({"r": draw(st.lists(st.integers(), min_size=n, max_size=n))})
+    return meta, out
+
+
+@settings(max_examples=200, deadline=None)
+@given(transformed())
+def test_every_transform_builds_what_the_constructor_accepts(case: tuple) -> None:
+    meta, out = case
+    assert _rebuilt(out) == out  # every constructor check passes and nothing is lost
+    assert all(isinstance(n, int) for n in out.sequence_lengths)
+    assert isinstance(out.keys, tuple) and isinstance(out.tags, tuple)
+    parent_tags = {id(t) for t in meta.tags}
+    assert not any(id(t) in parent_tags for t in out.tags)  # no shared mutable state
+    assert out.extra_info is not meta.extra_info
+
+
+def test_subset_refuses_an_index_given_twice_through_a_negative_alias() -> None:
+    with pytest.raises(ValueError, match=r"unique; duplicated: \['u_g1'\]"):
+        _meta(5).subset([1, -4])
+    with pytest.raises(ValueError, match="index -6 out of range for 5 rows"):
+        _meta(5).subset([0, -6])
+
+
+def test_with_fields_refuses_a_name_that_is_not_a_str() -> None:
+    with pytest.raises(ValueError, match="fields must be unique str names"):
+        _meta(2).with_fields("lp", 3)  # type: ignore[arg-type]
+
+
+def test_concat_names_the_repeated_keys() -> None:
+    a = _meta(3)
+    with pytest.raises(ValueError, match=r"duplicated: \['u_g1', 'u_g2'\]"):
+        KVBatchMeta.concat(a, a.slice(1, 3))

@@ -330,3 +330,18 @@ def test_a_key_twice_within_one_meta_is_refused_even_if_the_meta_was_forged() ->
     with pytest.raises(DataIntegrityError, match=r"'uid0_g0' on ranks \[0, 0\]"):
         group.get_logprobs([forged, meta.subset([2, 3])])
     assert group.rank_inputs == []
+
+
+@pytest.mark.parametrize("returns", ["meta", "dict"])
+def test_a_rank_returning_too_few_rows_is_a_data_integrity_error(returns: str) -> None:
+    store = MemoryStore()
+    meta = _rollout(store, [3, 4, 5, 6, 7, 8], [0, 1, 2, 3, 4, 5])
+    group = FakePolicyGroup(2, store, returns)
+    honest = group.workers[1].get_logprobs
+    if returns == "meta":
+        group.workers[1].get_logprobs = lambda shard: honest(shard.slice(0, 2))  # type: ignore[method-assign]
+    else:
+        group.workers[1].get_logprobs = lambda shard: {  # type: ignore[method-assign]
+            k: v[:2] for k, v in honest(shard).items()}
+    with pytest.raises(DataIntegrityError, match=r"ranks returned 5 rows for 6 caller rows"):
+        group.get_logprobs(meta)

@@ -149,3 +149,14 @@ def test_refinement_falls_back_to_a_lighter_rank_when_the_lightest_has_no_swap()
 
 def test_empty_batch_gives_empty_ranks() -> None:
     assert assign_balanced([], 4) == [[], [], [], []]
+
+
+def test_an_assignment_that_is_not_a_partition_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shards are cut without per-shard re-checks, so the whole assignment is checked once."""
+    import rl.data.sharding as sharding
+
+    meta = _meta([5, 4, 3, 2])
+    for broken in ([[0, 1], [1, 2]], [[0, 1], [2]], [[0, 1], [2, 4]], [[0, 1, 2, 3]]):
+        monkeypatch.setattr(sharding, "assign_balanced", lambda lengths, dp, b=broken: b)
+        with pytest.raises(DataIntegrityError, match="4 rows over dp=2 is not a partition"):
+            shard_keys_by_seqlen(meta, 2)
