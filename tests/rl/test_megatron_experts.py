@@ -20,6 +20,7 @@ if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core not installed", allow_module_level=True)
 
 VOCAB, LAYERS = 32, 2
+pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=30)]  # the file, measured on 2 shared cores
 
 
 def _batch() -> dict[str, torch.Tensor]:
