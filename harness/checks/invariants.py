@@ -15,9 +15,10 @@ from typing import Mapping
 
 from harness.bounded import BoundedReadError, read_text
 from harness.checks.verdict import Verdict
+from harness.errors import UserError
 
 
-class InvariantsError(Exception):
+class InvariantsError(UserError):
     """invariants.jsonl is unreadable: the message names the line, and the run fails with it."""
 
 

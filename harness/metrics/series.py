@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from harness.errors import UserError
 
-class MetricsError(ValueError):
+
+class MetricsError(UserError, ValueError):
     """A run's metrics cannot be read. The message is one line and names the file (and line)."""
 
 
