@@ -7,7 +7,7 @@ every step from 1 to the recipe's step count, and none past it.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Collection, Mapping
 
 from harness.checks.verdict import Verdict
 
@@ -38,7 +38,7 @@ def status_problem(status: Mapping, expected_steps: int) -> str | None:
     return None
 
 
-def check_completion(*, status: Mapping | None, steps: set[int], expected_steps: int) -> Verdict:
+def check_completion(*, status: Mapping | None, steps: Collection[int], expected_steps: int) -> Verdict:
     """Fails unless status.json is a consistent "completed" and metrics hold steps 1..expected_steps."""
     if status is None:
         return _fail("no status.json in the run dir")
@@ -49,7 +49,7 @@ def check_completion(*, status: Mapping | None, steps: set[int], expected_steps:
     problem = status_problem(status, expected_steps)
     if problem:
         return _fail(problem)
-    missing = sorted(set(range(1, expected_steps + 1)) - steps)
+    missing = sorted(set(range(1, expected_steps + 1)).difference(steps))
     if missing:
         return _fail(f"metrics miss {len(missing)} of {expected_steps} steps (first: {missing[0]})")
     beyond = sorted(step for step in steps if not 1 <= step <= expected_steps)

@@ -90,8 +90,7 @@ def judge_run(
             verdicts.append(Verdict(name="run_completed", kind="completion", ok=False,
                                     message="the step count is unknown: no recipe.yaml in the run dir (give --steps)"))
         else:
-            steps = set().union(*(series.keys() for series in metrics.values()))
-            verdicts.append(check_completion(status=status, steps=steps, expected_steps=expected_steps))
+            verdicts.append(check_completion(status=status, steps=metrics.logged_steps(), expected_steps=expected_steps))
     checks: list[ThresholdCheck] = []
     if thresholds_path is None:
         verdicts.append(Verdict(name="thresholds", kind="threshold", ok=False,
