@@ -25,7 +25,6 @@ from typing import Sequence
 
 from harness.recipe.scales import SCALES
 
-
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 

@@ -85,8 +85,8 @@ def main(args: argparse.Namespace) -> int:
     print(format_verdicts(judgement.verdicts), end="")
     tests = None
     if args.self_test:
-        from harness.selftest import run_to_run_sd, self_test  # noqa: PLC0415 - only for --self-test
         from harness.console import format_self_test  # noqa: PLC0415
+        from harness.selftest import run_to_run_sd, self_test  # noqa: PLC0415 - only for --self-test
 
         sd = run_to_run_sd(Path(args.history), recipe=name, hardware=judgement.hardware)
         tests = self_test(judgement, sd=sd)

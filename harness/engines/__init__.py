@@ -28,7 +28,8 @@ def engine_command(recipe: Mapping, run_dir: Path) -> list[str]:
         try:
             return [str(part).format(**fill) for part in engine["command"]]
         except (KeyError, IndexError, ValueError) as error:
-            raise UsageError(f"engine.command: bad placeholder {error} (use {{recipe}}, {{run_dir}}, {{python}})") from None
+            raise UsageError(f"engine.command: bad placeholder {error} "
+                             "(use {recipe}, {run_dir}, {python})") from None
     raise UsageError(f"engine: {engine!r} is neither 'rl' nor a mapping with a command")
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from harness.bounded import BoundedReadError, decode_text, read_bytes
 from harness.metrics.series import Columns, Metrics, MetricsError, as_number
 
+
 def _step_of(obj: object, path: Path, line: int) -> int:
     if not isinstance(obj, dict):
         raise MetricsError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")

@@ -17,6 +17,7 @@ import math
 import operator
 from collections.abc import Callable
 
+
 class Points:
     """The selected steps of one metric and their values, as two parallel lists in step order.
 

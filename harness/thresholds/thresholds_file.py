@@ -102,7 +102,8 @@ def _since(file: _File, node: yaml.Node, what: str) -> dt.date:
 def _hardware(file: _File, node: yaml.Node, what: str) -> tuple[str, ...]:
     value = file.value(node)
     classes = [value] if isinstance(value, str) else value
-    if not isinstance(classes, list) or not classes or not all(isinstance(c, str) and _HARDWARE.fullmatch(c) for c in classes):
+    if (not isinstance(classes, list) or not classes
+            or not all(isinstance(c, str) and _HARDWARE.fullmatch(c) for c in classes)):
         raise file.error(node, f"{what}.hardware must be a non-empty list of hardware classes like [cpu, h100]")
     if len(set(classes)) != len(classes):
         raise file.error(node, f"{what}.hardware lists a class twice")
@@ -124,7 +125,8 @@ def _check(file: _File, node: yaml.Node, index: int) -> ThresholdCheck:
     try:
         tree = parse(expr)
     except ThresholdSyntaxError as exc:
-        raise file.error(expr_node, f"{what}: {exc.reason}" + (f" at column {exc.column} of expr" if exc.column else "")) from None
+        where = f" at column {exc.column} of expr" if exc.column else ""
+        raise file.error(expr_node, f"{what}: {exc.reason}{where}") from None
     if not metric_names(tree):  # `1 < 2` would pass every run: a check with no evidence
         raise file.error(expr_node, f"{what} reads no metric, so no run could fail it: {expr}")
     hardware = _hardware(file, entries["hardware"][1], what) if "hardware" in entries else None
@@ -223,5 +225,6 @@ def load_thresholds(path: str | Path, *, hardware: str | None, recipe: str | Non
     applying = [check for check, _ in parsed if check.hardware is None or hardware in check.hardware]
     if not applying:
         classes = sorted({c for check, _ in parsed for c in check.hardware or ()})
-        raise file.error(checks_node, f"no check applies to hardware {hardware!r} (classes in file: {', '.join(classes)})")
+        raise file.error(checks_node,
+                         f"no check applies to hardware {hardware!r} (classes in file: {', '.join(classes)})")
     return applying

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from test_cli import REPO, write_run
 
 from harness.cli import main
 from harness.commands import check as check_command
-from test_cli import REPO, write_run
 
 REPORT_FILES = ("report.md", "plots")
 

@@ -78,8 +78,8 @@ def test_parity_status_json_is_replaced_whole(tmp_path, monkeypatch, killed_befo
     monkeypatch.setattr(run_command, "apply_overrides", lambda recipe, overrides: copy.deepcopy(recipe))
     monkeypatch.setattr(run_command, "write_inputs", lambda *args: None)
     monkeypatch.setattr(run_command, "write_outputs", lambda *args, **kwargs: None)
-    monkeypatch.setattr(run_command, "launch_engine",
-                        lambda *args, **kwargs: LaunchResult(state="completed", exit_code=0, wall_s=1.0, last_step=3, error=None))
+    finished = LaunchResult(state="completed", exit_code=0, wall_s=1.0, last_step=3, error=None)
+    monkeypatch.setattr(run_command, "launch_engine", lambda *args, **kwargs: finished)
     monkeypatch.setattr(run_command, "judge_run", lambda sub: Judgement(
         verdicts=[], metrics={"m": {1: 1.0}}, recipe=None, status=status))
     old = _old_status(tmp_path)
