@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
 
 from harness.checks.verdict import Verdict
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~2 ms on `harness check`)
 if TYPE_CHECKING:
     from harness.selftest import CheckSelfTest
 

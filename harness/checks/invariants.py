@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from harness.bounded import BoundedReadError, read_text
 from harness.checks.verdict import Verdict

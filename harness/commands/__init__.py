@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 NAMES = ("check", "compare", "history", "matrix", "nightly", "plan", "run", "sbatch", "show", "validate")
 

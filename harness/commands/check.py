@@ -16,7 +16,6 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.bounded import BoundedReadError, read_text
 from harness.checks.judge import Judgement, judge_run
@@ -25,6 +24,7 @@ from harness.errors import UsageError
 from harness.report.junit import write_junit
 from harness.report.result_json import write_result_json
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~2 ms on `harness check`)
 if TYPE_CHECKING:
     from harness.selftest import CheckSelfTest
 

@@ -111,9 +111,11 @@ def _records(path: Path, raw: bytes, notes: list[str]) -> tuple[list[dict], list
 
 
 def _uniform_names(objs: list[dict]) -> list[str] | None:
-    """The metric names when every line holds the same keys (what the engine writes), else None."""
-    keys = objs[0].keys() if objs else None
-    if keys is None or len(keys) < 2 or not all(map(keys.__eq__, map(dict.keys, objs))):
+    """The metric names when every line holds the same keys in the same order (what the engine
+    writes), else None. The decoder shares one string per key across the file, so comparing
+    each line's key list to the first is mostly identity checks."""
+    keys = list(objs[0]) if objs else []
+    if len(keys) < 2 or not all(map(keys.__eq__, map(list, objs))):
         return None
     return [name for name in keys if name != "step"]
 

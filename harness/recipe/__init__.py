@@ -11,7 +11,6 @@ Each name is imported from its module on first use (PEP 562): reading a run dir'
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 _HOME = {
     "RecipeError": "errors",
@@ -27,7 +26,7 @@ _HOME = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _HOME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)

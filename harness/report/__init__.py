@@ -8,7 +8,6 @@ junit.xml before report.md's modules are even imported.
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 _HOME = {
     "PlotSpec": "plots",
@@ -22,7 +21,7 @@ _HOME = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _HOME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)

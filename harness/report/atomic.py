@@ -12,7 +12,10 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~2 ms on `harness check`)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 
 def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
