@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["BoundedReadError", "CAPS", "read_bytes", "read_json_object", "read_text"]
+__all__ = ["BoundedReadError", "CAPS", "decode_text", "read_bytes", "read_json_object", "read_text"]
 
 MiB = 1 << 20
 # Caps per kind of file, generous for the largest honest file of each kind.
@@ -55,8 +55,9 @@ def read_bytes(path: str | os.PathLike, *, kind: str) -> bytes:
         if info.st_size > cap:
             raise BoundedReadError(path, f"larger than the {cap} byte cap for a {kind} file ({info.st_size} bytes)")
         chunks, total = [], 0
+        size = info.st_size + 1  # the whole file in one read (then b"".join copies nothing), 1 MiB at a time after
         while True:
-            chunk = os.read(fd, min(1 * MiB, cap + 1 - total))
+            chunk = os.read(fd, min(max(size, 1 * MiB) if not chunks else 1 * MiB, cap + 1 - total))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -74,7 +75,11 @@ def read_bytes(path: str | os.PathLike, *, kind: str) -> bytes:
 
 def read_text(path: str | os.PathLike, *, kind: str, errors: str = "strict") -> str:
     """`read_bytes` decoded as UTF-8; undecodable bytes are a BoundedReadError unless `errors`."""
-    raw = read_bytes(path, kind=kind)
+    return decode_text(read_bytes(path, kind=kind), path, errors=errors)
+
+
+def decode_text(raw: bytes, path: str | os.PathLike, *, errors: str = "strict") -> str:
+    """`raw` (read from `path`) decoded as UTF-8, as `read_text` does."""
     try:
         return raw.decode("utf-8", errors=errors)
     except UnicodeDecodeError as exc:

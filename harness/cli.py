@@ -5,7 +5,7 @@
     harness show RECIPE [a.b=c ...] [--scale tiny] [--provenance]
     harness plan RECIPE [a.b=c ...] [--scale tiny] [--out FILE]
     harness validate [PATHS ...] [--self-test]
-    harness check RUN_DIR [--thresholds FILE] [--hardware CLASS] [--steps N] [--self-test]
+    harness check RUN_DIR [--thresholds FILE] [--hardware CLASS] [--steps N] [--self-test] [--no-report]
     harness compare RUN_A RUN_B [--tolerance X]
     harness matrix SUITE [--hardware H] [--tag T] [--shard I/N] [--format text|json|github]
     harness nightly SUITE [-n N] [--out DIR] [--entry ID] [--shard I/N] [--history FILE]
@@ -21,10 +21,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.recipe.scales import SCALES
-
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -88,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--steps", type=int, help="the step count the run must reach (default: the recipe's)")
     check.add_argument("--self-test", dest="self_test", action="store_true",
                        help="perturb the run's series to prove each check can fail; exit 1 if one cannot")
+    check.add_argument("--no-report", dest="report", action="store_false",
+                       help="print the verdict and write result.json and junit.xml only: no report.md, no plots "
+                            "(for CI; same exit code). Without it, report.md and plots/ follow the verdict files")
     check.add_argument("--history", default="runs/history.sqlite",
                        help="history database, for margins in run-to-run standard deviations (default %(default)s)")
 

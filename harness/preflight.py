@@ -18,6 +18,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import engines
+from harness.errors import UserError
 from harness.recipe import apply_overrides, dump_recipe
 from harness.recipe.secret_env import launch_env, redact_recipe
 
@@ -28,7 +30,7 @@ __all__ = ["Answer", "EngineRefusal", "PreflightError", "ask_before_launch", "as
            "format_answer", "refusals"]
 
 
-class EngineRefusal(Exception):
+class EngineRefusal(UserError):
     """The engine refuses the recipe; its text is one line per refusal."""
 
     def __init__(self, lines: list[str]):
@@ -76,9 +78,6 @@ def ask_engine(recipes: Mapping[Hashable, Mapping], *, machine: bool) -> dict[Ha
     Raises:
         PreflightError: the preflight crashed or timed out.
     """
-    # harness.engines imports harness.errors, which imports this module: import it late.
-    from harness.engines import preflight_command  # noqa: PLC0415
-
     answers = {key: Answer() for key in recipes}
     groups: dict[tuple, list[Hashable]] = {}
     for key, recipe in recipes.items():
@@ -90,7 +89,7 @@ def ask_engine(recipes: Mapping[Hashable, Mapping], *, machine: bool) -> dict[Ha
                 path = Path(tmp) / f"recipe{i}.yaml"
                 path.write_text(dump_recipe(redact_recipe(recipes[key])), encoding="utf-8")
                 files[str(path)] = key
-            said = _run(preflight_command(list(files), machine=machine), dict(env))
+            said = _run(engines.preflight_command(list(files), machine=machine), dict(env))
             for path, key in files.items():
                 if not isinstance(said.get(path), dict):  # fail closed: no answer is not a yes
                     raise PreflightError(f"the engine's preflight gave no answer for {path}")

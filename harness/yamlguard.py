@@ -19,20 +19,36 @@ __all__ = ["MAX_DEPTH", "first_problem"]
 MAX_DEPTH = 64  # nested mappings/lists; a real recipe nests 4 or 5 deep
 
 
+# libyaml's event parser, when PyYAML has it: ~10x faster than the Python one on a resolved recipe.
+_C_LOADER = getattr(yaml, "CSafeLoader", None)
+
+
+def _too_deep(events, limit: int) -> tuple[int, str] | None:
+    depth = 0
+    for event in events:
+        if isinstance(event, CollectionStartEvent):
+            depth += 1
+            if depth > limit:
+                return event.start_mark.line + 1, f"nested deeper than {limit} levels"
+        elif isinstance(event, CollectionEndEvent):
+            depth -= 1
+    return None
+
+
 def first_problem(text: str, *, limit: int = MAX_DEPTH) -> tuple[int, str] | None:
     """(1-based line, message) of a control character or of nesting past `limit`, else None.
 
     Raises yaml.YAMLError for a syntax error met on the way (callers already report those).
+    Text that libyaml's parser takes is counted there; anything it refuses is parsed again
+    by PyYAML's own parser, whose errors and control-character positions are the ones reported.
     """
-    depth = 0
+    if _C_LOADER is not None:
+        try:
+            return _too_deep(yaml.parse(text, Loader=_C_LOADER), limit)
+        except yaml.YAMLError:
+            pass
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, CollectionStartEvent):
-                depth += 1
-                if depth > limit:
-                    return event.start_mark.line + 1, f"nested deeper than {limit} levels"
-            elif isinstance(event, CollectionEndEvent):
-                depth -= 1
+        return _too_deep(yaml.parse(text, Loader=yaml.SafeLoader), limit)
     except ReaderError as exc:
         char = exc.character if isinstance(exc.character, int) else ord(exc.character)
         line = text[: exc.position].count("\n") + 1

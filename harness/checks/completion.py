@@ -7,7 +7,7 @@ every step from 1 to the recipe's step count, and none past it.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Collection, Mapping
 
 from harness.checks.verdict import Verdict
 
@@ -38,8 +38,11 @@ def status_problem(status: Mapping, expected_steps: int) -> str | None:
     return None
 
 
-def check_completion(*, status: Mapping | None, steps: set[int], expected_steps: int) -> Verdict:
-    """Fails unless status.json is a consistent "completed" and metrics hold steps 1..expected_steps."""
+def check_completion(*, status: Mapping | None, steps: Collection[int], expected_steps: int) -> Verdict:
+    """Fails unless status.json is a consistent "completed" and metrics hold steps 1..expected_steps.
+
+    `steps` holds each step once (a set, a range, or Metrics.logged_steps()).
+    """
     if status is None:
         return _fail("no status.json in the run dir")
     state = status.get("state")
@@ -49,11 +52,17 @@ def check_completion(*, status: Mapping | None, steps: set[int], expected_steps:
     problem = status_problem(status, expected_steps)
     if problem:
         return _fail(problem)
-    missing = sorted(set(range(1, expected_steps + 1)) - steps)
+    if len(steps) == expected_steps and steps and min(steps) == 1 and max(steps) == expected_steps:
+        return _completed(expected_steps)  # unique steps, as many as planned, all in 1..N: exactly 1..N
+    missing = sorted(set(range(1, expected_steps + 1)).difference(steps))
     if missing:
         return _fail(f"metrics miss {len(missing)} of {expected_steps} steps (first: {missing[0]})")
     beyond = sorted(step for step in steps if not 1 <= step <= expected_steps)
     if beyond:
         return _fail(f"metrics hold step {beyond[0]}, outside the recipe's 1..{expected_steps}")
+    return _completed(expected_steps)
+
+
+def _completed(expected_steps: int) -> Verdict:
     return Verdict(name=NAME, kind="completion", ok=True, value=float(expected_steps),
                    message=f"completed {expected_steps} of {expected_steps} steps")

@@ -23,9 +23,9 @@ def first_gap(series: dict[int, float], first: int, last: int) -> int | None:
 
 def coverage_gap(metrics: Metrics, names: Iterable[str], *, expected_steps: int | None) -> str | None:
     """Why the metrics `names` (those the run has) are not complete series, or None."""
-    if metrics.last_step is None:
+    if metrics.last_step is None or metrics.first_step is None:
         return None  # the evaluator says "run has no metrics"
-    first = min(next(iter(series)) for series in metrics.values())
+    first = metrics.first_step
     if expected_steps is not None:
         first = min(first, 1)
     last = metrics.last_step  # a run short of expected_steps: the evaluator says where it stopped

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from harness.bounded import BoundedReadError, read_text
 from harness.checks.verdict import Verdict
+from harness.errors import UserError
 
 
-class InvariantsError(Exception):
+class InvariantsError(UserError):
     """invariants.jsonl is unreadable: the message names the line, and the run fails with it."""
 
 

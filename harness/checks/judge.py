@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from harness.checks.completion import check_completion
 from harness.checks.coverage import coverage_gap
@@ -90,12 +90,13 @@ def judge_run(
             verdicts.append(Verdict(name="run_completed", kind="completion", ok=False,
                                     message="the step count is unknown: no recipe.yaml in the run dir (give --steps)"))
         else:
-            steps = set().union(*(series.keys() for series in metrics.values()))
-            verdicts.append(check_completion(status=status, steps=steps, expected_steps=expected_steps))
+            verdicts.append(check_completion(status=status, steps=metrics.logged_steps(),
+                                             expected_steps=expected_steps))
     checks: list[ThresholdCheck] = []
     if thresholds_path is None:
         verdicts.append(Verdict(name="thresholds", kind="threshold", ok=False,
-                                message="no thresholds file: the recipe names none (checks.thresholds) and none was given"))
+                                message="no thresholds file: the recipe names none (checks.thresholds) "
+                                        "and none was given"))
     else:
         # Another recipe's thresholds would judge this run by the wrong bar: refused (exit 2).
         checks = load_thresholds(thresholds_path, hardware=hardware, recipe=(recipe or {}).get("name"))

@@ -1,20 +1,24 @@
-"""One file per `harness` sub-command; each exposes `main(args) -> exit code`."""
+"""One file per `harness` sub-command; each exposes `main(args) -> exit code`.
+
+A command's module is imported only when that command runs: `harness check` must not pay for
+the imports of `harness run` (the recipe loader, the launcher) before it can print its verdict.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import argparse
+import importlib
+from collections.abc import Callable
 
-from harness.commands import check, compare, history, matrix, nightly, plan, run, sbatch, show, validate
+NAMES = ("check", "compare", "history", "matrix", "nightly", "plan", "run", "sbatch", "show", "validate")
 
-COMMANDS: dict[str, Callable] = {
-    "check": check.main,
-    "compare": compare.main,
-    "history": history.main,
-    "matrix": matrix.main,
-    "nightly": nightly.main,
-    "plan": plan.main,
-    "run": run.main,
-    "sbatch": sbatch.main,
-    "show": show.main,
-    "validate": validate.main,
-}
+
+def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
+    def main(args: argparse.Namespace) -> int:
+        return importlib.import_module(f"harness.commands.{name}").main(args)
+
+    main.__name__ = main.__qualname__ = f"{name}_main"
+    return main
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {name: _lazy(name) for name in NAMES}

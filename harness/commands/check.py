@@ -3,6 +3,11 @@
 RUN_DIR may also be a bare metrics file of another engine (the reference's metrics JSON,
 a metrics.jsonl); its verdicts are then written beside it. `--self-test` also perturbs the run's
 series to prove that each check can fail (docs/thresholds.md); a check it cannot fail exits 1.
+
+Order: the verdict table is printed and result.json and junit.xml are written first, from
+modules that import neither matplotlib nor the recipe loader; report.md and its plots (about
+0.2 s a plot) come after, or not at all with `--no-report` (CI reads only the exit code and
+junit.xml). The exit code is the same either way.
 """
 
 from __future__ import annotations
@@ -14,25 +19,43 @@ from pathlib import Path
 
 from harness.bounded import BoundedReadError, read_text
 from harness.checks.judge import Judgement, judge_run
+from harness.console import format_verdicts
 from harness.errors import UsageError
-from harness.console import format_self_test, format_verdicts
-from harness.report import write_junit, write_report_md, write_result_json
-from harness.recipe.secret_env import redact_recipe
-from harness.report.specs import plot_specs
-from harness.selftest import PROBLEMS, CheckSelfTest, run_to_run_sd, self_test
+from harness.report.junit import write_junit
+from harness.report.result_json import write_result_json
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~2 ms on `harness check`)
+if TYPE_CHECKING:
+    from harness.selftest import CheckSelfTest
 
 
-def write_outputs(run_dir: Path, judgement: Judgement, *, name: str, plan: dict | None = None,
-                  self_tests: Sequence[CheckSelfTest] | None = None) -> None:
-    """result.json, junit.xml and report.md with its plots, all in the run dir (and the self-test, if run)."""
+def write_verdict_files(run_dir: Path, judgement: Judgement, *, name: str,
+                        self_tests: Sequence[CheckSelfTest] | None = None) -> None:
+    """result.json and junit.xml (with the self-test in result.json, if run): what CI reads."""
     status = judgement.status or {}
     extra = {"self_test": [test.to_json() for test in self_tests]} if self_tests is not None else None
     write_result_json(run_dir, recipe_name=name, verdicts=judgement.verdicts, status=status, extra=extra)
     write_junit(run_dir / "junit.xml", suite=name, verdicts=judgement.verdicts, wall_s=status.get("wall_s"))
-    write_report_md(run_dir, recipe=redact_recipe(judgement.recipe or {"name": name}), plan=plan, status=status,
-                    verdicts=judgement.verdicts, metrics=judgement.metrics,
-                    thresholds=plot_specs(judgement.thresholds),
-                    self_test=None if self_tests is None else {t.name: f"{t.status}: {t.summary()}" for t in self_tests})
+
+
+def write_report(run_dir: Path, judgement: Judgement, *, name: str, plan: dict | None = None,
+                 self_tests: Sequence[CheckSelfTest] | None = None) -> Path:
+    """report.md with its plots; what it needs (matplotlib among it) is imported only here."""
+    from harness.recipe.secret_env import redact_recipe  # noqa: PLC0415 - off the verdict path
+    from harness.report.markdown import write_report_md  # noqa: PLC0415
+    from harness.report.specs import plot_specs  # noqa: PLC0415
+
+    return write_report_md(
+        run_dir, recipe=redact_recipe(judgement.recipe or {"name": name}), plan=plan, status=judgement.status or {},
+        verdicts=judgement.verdicts, metrics=judgement.metrics, thresholds=plot_specs(judgement.thresholds),
+        self_test=None if self_tests is None else {t.name: f"{t.status}: {t.summary()}" for t in self_tests})
+
+
+def write_outputs(run_dir: Path, judgement: Judgement, *, name: str, plan: dict | None = None,
+                  self_tests: Sequence[CheckSelfTest] | None = None) -> None:
+    """result.json, junit.xml, then report.md with its plots, all in the run dir (and the self-test, if run)."""
+    write_verdict_files(run_dir, judgement, name=name, self_tests=self_tests)
+    write_report(run_dir, judgement, name=name, plan=plan, self_tests=self_tests)
 
 
 def read_plan(run_dir: Path) -> dict | None:
@@ -62,10 +85,26 @@ def main(args: argparse.Namespace) -> int:
     print(format_verdicts(judgement.verdicts), end="")
     tests = None
     if args.self_test:
+        from harness.console import format_self_test  # noqa: PLC0415
+        from harness.selftest import run_to_run_sd, self_test  # noqa: PLC0415 - only for --self-test
+
         sd = run_to_run_sd(Path(args.history), recipe=name, hardware=judgement.hardware)
         tests = self_test(judgement, sd=sd)
         print(format_self_test(tests), end="")
-    write_outputs(run_dir, judgement, name=name, plan=read_plan(run_dir), self_tests=tests)
-    print(f"wrote {run_dir / 'result.json'}, junit.xml, report.md")
-    unproven = tests is not None and any(test.status in PROBLEMS for test in tests)
-    return 0 if judgement.ok and not unproven else 1
+    write_verdict_files(run_dir, judgement, name=name, self_tests=tests)
+    print(f"wrote {run_dir / 'result.json'}, junit.xml", flush=True)  # CI may act on these while the report draws
+    if args.report:
+        write_report(run_dir, judgement, name=name, plan=read_plan(run_dir), self_tests=tests)
+        print(f"wrote {run_dir / 'report.md'}")
+    elif (run_dir / "report.md").exists():
+        print(f"note: {run_dir / 'report.md'} is left from an earlier check (--no-report)")
+    return 0 if judgement.ok and not _unproven(tests) else 1
+
+
+def _unproven(tests: Sequence[CheckSelfTest] | None) -> bool:
+    """A self-test ran and some check could not be shown to fail."""
+    if tests is None:
+        return False
+    from harness.selftest import PROBLEMS  # noqa: PLC0415
+
+    return any(test.status in PROBLEMS for test in tests)

@@ -11,8 +11,7 @@ import argparse
 import sys
 
 from harness.errors import UsageError
-from harness.suites import Shard, find_suite, format_matrix, load_suite, matrix_rows, select, shard_of
-from harness.suites import validate_suite
+from harness.suites import Shard, find_suite, format_matrix, load_suite, matrix_rows, select, shard_of, validate_suite
 
 
 def main(args: argparse.Namespace) -> int:

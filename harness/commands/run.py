@@ -32,10 +32,12 @@ from harness.console import format_verdicts
 from harness.engines import engine_command, import_metrics, ray_job_command
 from harness.errors import UsageError
 from harness.launch import LaunchResult, launch
+from harness.launch.status import write_status
 from harness.plan import make_plan
 from harness.preflight import ask_before_launch, format_answer
 from harness.recipe import apply_overrides, dump_recipe, load_recipe
 from harness.recipe.secret_env import launch_env, redact_recipe, scrub, secret_values
+from harness.report.atomic import write_json_atomic, write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RECIPE = REPO_ROOT / "recipes" / "arith_grpo_cpu.yaml"
@@ -75,8 +77,8 @@ def resume_dir(out: str | None, recipe: Mapping) -> Path:
 
 def write_inputs(run_dir: Path, recipe: Mapping, plan: dict) -> Path:
     recipe_path = run_dir / "recipe.yaml"
-    recipe_path.write_text(dump_recipe(redact_recipe(recipe)), encoding="utf-8")
-    (run_dir / "plan.json").write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(recipe_path, dump_recipe(redact_recipe(recipe)))
+    write_json_atomic(run_dir / "plan.json", plan)
     return recipe_path
 
 
@@ -127,7 +129,7 @@ def scrub_logs(run_dir: Path, values: list[str]) -> None:
             text = path.read_text(encoding="utf-8", errors="replace")
             cleaned = scrub(scrub(text, values), escaped)
             if cleaned != text:
-                path.write_text(cleaned, encoding="utf-8")
+                write_text_atomic(path, cleaned)
 
 
 def run_single(recipe: Mapping, run_dir: Path, *, progress: bool, resume: bool = False,
@@ -167,7 +169,7 @@ def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool,
     states = [j.status.get("state") if j.status else None for j in judged]
     status = {"state": "completed" if states and all(s == "completed" for s in states) else "failed",
               "variants": dict(zip(names, states)), "wall_s": sum((j.status or {}).get("wall_s") or 0 for j in judged)}
-    (run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n", encoding="utf-8")
+    write_status(run_dir / "status.json", status)
     top = Judgement(verdicts=verdicts, metrics=judged[0].metrics, recipe=redact_recipe(recipe), status=status,
                     thresholds=judged[0].thresholds)
     assert last is not None

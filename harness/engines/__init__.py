@@ -14,6 +14,7 @@ from typing import Mapping
 from harness.bounded import read_json_object
 from harness.errors import UsageError
 from harness.metrics import MetricsError, read_metrics
+from harness.report.atomic import write_json_atomic, write_text_atomic
 
 
 def engine_command(recipe: Mapping, run_dir: Path) -> list[str]:
@@ -27,7 +28,8 @@ def engine_command(recipe: Mapping, run_dir: Path) -> list[str]:
         try:
             return [str(part).format(**fill) for part in engine["command"]]
         except (KeyError, IndexError, ValueError) as error:
-            raise UsageError(f"engine.command: bad placeholder {error} (use {{recipe}}, {{run_dir}}, {{python}})") from None
+            raise UsageError(f"engine.command: bad placeholder {error} "
+                             "(use {recipe}, {run_dir}, {python})") from None
     raise UsageError(f"engine: {engine!r} is neither 'rl' nor a mapping with a command")
 
 
@@ -54,19 +56,18 @@ def import_metrics(recipe: Mapping, run_dir: Path) -> Path | None:
     try:
         metrics = read_metrics(source, format=engine.get("metrics"))
     except MetricsError as error:
-        (run_dir / "engine.log").open("a", encoding="utf-8").write(f"[harness] no metrics imported: {error}\n")
+        with (run_dir / "engine.log").open("a", encoding="utf-8") as log:
+            log.write(f"[harness] no metrics imported: {error}\n")
         return None
     rows: dict[int, dict[str, float]] = {}
     for name, series in metrics.items():
         for step, value in series.items():
             rows.setdefault(step, {})[name] = value
-    target = run_dir / "metrics.jsonl"
-    with target.open("w", encoding="utf-8") as out:
-        for step in sorted(rows):
-            out.write(json.dumps({"step": step, **rows[step]}) + "\n")
+    target = write_text_atomic(run_dir / "metrics.jsonl",
+                               "".join(json.dumps({"step": step, **rows[step]}) + "\n" for step in sorted(rows)))
     status_path = run_dir / "status.json"
     status = read_json_object(status_path, kind="status") if rows else None
     if status is not None:  # the launcher saw no metrics.jsonl while the engine ran
         status["last_step"] = max(rows)
-        status_path.write_text(json.dumps(status, indent=2) + "\n", encoding="utf-8")
+        write_json_atomic(status_path, status)
     return target

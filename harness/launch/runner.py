@@ -22,8 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from harness.launch.group import (child_subreaper, live_members, signal_group, stop_group, stop_leader_first,
-                                  wait_group_empty)
+from harness.launch.group import (
+    child_subreaper,
+    live_members,
+    signal_group,
+    stop_group,
+    stop_leader_first,
+    wait_group_empty,
+)
 from harness.launch.progress import ProgressBar
 from harness.launch.status import HARNESS_PREFIX, log_tail, merge_status, read_status, write_status
 from harness.launch.tail import MetricsTail

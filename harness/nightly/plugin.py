@@ -22,8 +22,18 @@ from harness.history import DEFAULT_DB, current_commit
 from harness.nightly.record import failure_text, record
 from harness.nightly.runner import run_entry
 from harness.nightly.summary import collect_rows, write_summary
-from harness.suites import Entry, Estimate, Shard, Suite, SuiteError, is_suite_path, load_suite, select, shard_of
-from harness.suites import validate_suite
+from harness.suites import (
+    Entry,
+    Estimate,
+    Shard,
+    Suite,
+    SuiteError,
+    is_suite_path,
+    load_suite,
+    select,
+    shard_of,
+    validate_suite,
+)
 
 TIMEOUT_MARGIN_S = 300.0  # Ray start-up, imports, judging: on top of the recipe's own limit
 _START = pytest.StashKey[float]()

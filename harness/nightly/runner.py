@@ -24,8 +24,8 @@ from pathlib import Path
 from harness.bounded import read_json_object
 from harness.nightly import faults
 from harness.nightly.signatures import Match, match_log
-from harness.suites.model import Entry, SignalAt
 from harness.recipe.secret_env import redact_argv
+from harness.suites.model import Entry, SignalAt
 
 HARNESS = (sys.executable, "-m", "harness.cli")
 EXIT_VERDICT = {0: "pass", 1: "fail"}  # anything else (2 bad input, 3 internal, 130, killed) is "error"

@@ -10,14 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from harness.errors import UserError
 from harness.plan.checkpoint_config import planned_model_config
-from harness.plan.memory import MemoryEstimate, estimate_memory, device_capacity_gib
+from harness.plan.memory import MemoryEstimate, device_capacity_gib, estimate_memory
 from harness.plan.model_size import ModelSize, layer_types, model_size
 
 GPU_DEVICES = ("a100", "h100", "h200")
 
 
-class PlanError(Exception):
+class PlanError(UserError):
     """The recipe cannot run as planned; `problems` lists every reason, one line each."""
 
     def __init__(self, recipe_name: str, problems: list[str]):

@@ -13,8 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.errors import UserError
 
-class RecipeError(Exception):
+
+class RecipeError(UserError):
     """A user error in a recipe, an override or a defaults chain.
 
     where: "file:line", "file" or "file: override 'a.b=c'" (empty if unknown).

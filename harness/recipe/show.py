@@ -1,8 +1,9 @@
 """Write a resolved recipe as YAML: stable key order, one leaf per line, optional provenance.
 
 Keys follow the schema's order (the order of docs/architecture.md); keys of free maps (env,
-model.config, parity variants, ...) keep the order they were written in. Every leaf is one line, so `# <source>` comments line up and a
-run dir's recipe.yaml diffs cleanly against another's. The output reloads with yaml.safe_load.
+model.config, parity variants, ...) keep the order they were written in. Every leaf is one line,
+so `# <source>` comments line up and a run dir's recipe.yaml diffs cleanly against another's.
+The output reloads with yaml.safe_load.
 """
 
 from __future__ import annotations

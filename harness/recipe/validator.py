@@ -35,7 +35,9 @@ def _is_number(_checker: object, value: object) -> bool:
     return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
-def _pattern(validator: Draft202012Validator, pattern: str, instance: object, schema: dict) -> Iterator[ValidationError]:
+def _pattern(
+    validator: Draft202012Validator, pattern: str, instance: object, schema: dict
+) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "string"):
         return
     if pattern.endswith("$") and not pattern.endswith("\\$"):

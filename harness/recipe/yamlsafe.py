@@ -31,8 +31,12 @@ _COLLECTION_TAGS = {_TAG + "map", _TAG + "seq"}
 _PLAIN_TAGS = {_TAG + t for t in ("null", "bool", "int", "float", "str")}
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader with its own resolver table, so `1e-4` is a float (YAML 1.1 wants `1.0e-4`)."""
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """SafeLoader with its own resolver table, so `1e-4` is a float (YAML 1.1 wants `1.0e-4`).
+
+    Its parser is libyaml's when PyYAML has it (a resolved recipe composes in ~1 ms instead of
+    ~10, on every `harness check`); the nodes, their line marks and the resolver are the same.
+    """
 
 
 _Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}

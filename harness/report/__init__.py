@@ -1,8 +1,29 @@
-"""Reports of a run: result.json (machine), junit.xml (CI), report.md with plots (people)."""
+"""Reports of a run: result.json (machine), junit.xml (CI), report.md with plots (people).
 
-from harness.report.junit import write_junit
-from harness.report.markdown import write_report_md
-from harness.report.plots import PlotSpec, plot_metric
-from harness.report.result_json import overall_ok, write_result_json
+Each name is imported from its module on first use (PEP 562), so importing one writer, or
+harness.report.atomic, does not load the others: `harness check` writes result.json and
+junit.xml before report.md's modules are even imported.
+"""
 
-__all__ = ["PlotSpec", "overall_ok", "plot_metric", "write_junit", "write_report_md", "write_result_json"]
+from __future__ import annotations
+
+import importlib
+
+_HOME = {
+    "PlotSpec": "plots",
+    "plot_metric": "plots",
+    "write_junit": "junit",
+    "write_report_md": "markdown",
+    "overall_ok": "result_json",
+    "write_result_json": "result_json",
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value

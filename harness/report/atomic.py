@@ -9,17 +9,19 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~2 ms on `harness check`)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 
 def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
     """Calls `write(file)` on a temporary file next to `path`, then renames it onto `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -31,6 +33,19 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new file `.NAME.<random>.tmp` in path's directory, opened for writing, mode 0600: what
+    tempfile.mkstemp makes, without importing tempfile and random on every `harness check`."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path.parent}: no free temporary name for {path.name}")
 
 
 def write_text_atomic(path: Path, text: str) -> Path:

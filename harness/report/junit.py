@@ -16,7 +16,9 @@ from pathlib import Path
 from harness.checks.verdict import Verdict
 from harness.report.atomic import write_atomic
 
-_NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# The complement of XML 1.0's Char production (#x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] |
+# [#x10000-#x10FFFF]), spelled out: compiling the negated class costs ~3 ms on every `harness check`.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml_safe(text: object) -> str:

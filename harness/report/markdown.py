@@ -126,7 +126,8 @@ def plot_section(
             filename, n = f"{stem}_{n}.png", n + 1
         used.add(filename)
         lines_at = [
-            (s.threshold, f"{s.label}: {s.threshold:g}") for s in specs if s.metric == metric and s.threshold is not None
+            (s.threshold, f"{s.label}: {s.threshold:g}")
+            for s in specs if s.metric == metric and s.threshold is not None
         ]
         try:
             draw_metric(run_dir / "plots" / filename, name=metric, series=series, thresholds=lines_at,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from harness.checks.verdict import Verdict
 from harness.report.atomic import write_json_atomic
@@ -21,7 +20,7 @@ def overall_ok(verdicts: Sequence[Verdict]) -> bool:
     return bool(verdicts) and all(v.ok for v in verdicts)
 
 
-def summarize(verdicts: Sequence[Verdict]) -> dict[str, Any]:
+def summarize(verdicts: Sequence[Verdict]) -> dict[str, object]:
     """Counts overall and per kind, and the names of the failed checks."""
     by_kind: dict[str, dict[str, int]] = {}
     for v in verdicts:
@@ -40,7 +39,7 @@ def result_dict(*, recipe_name: str, verdicts: Sequence[Verdict], status: dict, 
     clash = sorted(set(extra or {}) & set(RESERVED))
     if clash:
         raise ValueError(f"extra: keys {clash} are reserved in result.json ({', '.join(RESERVED)})")
-    data: dict[str, Any] = {
+    data: dict[str, object] = {
         "recipe": recipe_name,
         "ok": overall_ok(verdicts),
         "state": status.get("state"),

@@ -5,8 +5,9 @@ that no change in that span fails is, for this search, one that no change fails.
 wide on purpose: a bound 10^7 times above a metric that sits near zero (`max(kl) < 0.1` on a
 run at 5e-9) can fail, only grossly, so it is `weak`, not `cannot fail`. Between the
 last amount that held and the first that failed, 16 halvings narrow the answer to 1.5e-5 of that
-bracket (a decade), well inside the three digits it is reported with. For a check monotone in the metric (every statistic of the language; a two-sided
-bound is searched in each direction) the answer is the smallest failing amount.
+bracket (a decade), well inside the three digits it is reported with. For a check monotone in the
+metric (every statistic of the language; a two-sided bound is searched in each direction) the
+answer is the smallest failing amount.
 """
 
 from __future__ import annotations

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from harness.metrics import Metrics
 from harness.selftest.domains import domain_of
 from harness.selftest.perturb import (
-    first_finite, flat, half_step, planted_failure, removed, scaled, shifted, truncated, truncated_records, with_nan,
+    first_finite,
+    flat,
+    half_step,
+    planted_failure,
+    removed,
+    scaled,
+    shifted,
+    truncated,
+    truncated_records,
+    with_nan,
 )
 from harness.selftest.probes import FAILS, HOLDS, RANK, Probe
 from harness.selftest.search import smallest_failing

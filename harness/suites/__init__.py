@@ -10,7 +10,8 @@ from harness.suites.model import Disabled, Entry, Expect, Gate, SignalAt, Suite
 from harness.suites.validate import Estimate, SuiteCheck, estimate_entry, suite_problems, validate_suite
 
 __all__ = [
-    "FORMATS", "Disabled", "Entry", "Estimate", "Expect", "Gate", "Shard", "Suite", "SignalAt", "SuiteCheck", "SuiteError",
+    "FORMATS", "Disabled", "Entry", "Estimate", "Expect", "Gate", "Shard", "Suite", "SignalAt", "SuiteCheck",
+    "SuiteError",
     "estimate_entry", "find_suite", "find_suites", "format_matrix", "is_suite_path", "load_suite",
     "matrix_rows", "select", "shard_of", "split_shards", "suite_problems", "validate_suite",
 ]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from harness.errors import UserError
 
-class ThresholdSyntaxError(ValueError):
+
+class ThresholdSyntaxError(UserError, ValueError):
     """An expression that is not in the language. One line; `column` is 1-based (0 = whole text)."""
 
     def __init__(self, message: str, *, column: int = 0) -> None:
@@ -13,5 +15,5 @@ class ThresholdSyntaxError(ValueError):
         super().__init__(f"{message}{where}")
 
 
-class ThresholdFileError(ValueError):
+class ThresholdFileError(UserError, ValueError):
     """A thresholds file that cannot be used. The message starts with `file:line:`."""

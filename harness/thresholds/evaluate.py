@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from harness.metrics import Metrics
 from harness.thresholds.errors import ThresholdSyntaxError
-from harness.thresholds.functions import APPLY, Failure, select, trim
+from harness.thresholds.functions import APPLY, Failure, first_non_finite, select, trim
 from harness.thresholds.parser import parse
 from harness.thresholds.tree import (
     FUNCTIONS,
@@ -141,7 +141,7 @@ class _Evaluator:
                 f"({node.metric} has steps {next(iter(series))}..{next(reversed(series))})"
             )
         if not spec.nan_ok:
-            bad = next(((step, value) for step, value in points if not math.isfinite(value)), None)
+            bad = first_non_finite(points)
             if bad is not None:
                 raise Failure(f"{node.metric} is {bad[1]} at step {bad[0]} (read by {unparse(node)})")
         top, low = self._fraction(bound, "trim", node), self._fraction(bound, "trim_low", node)
@@ -152,7 +152,7 @@ class _Evaluator:
             raise Failure(f"{unparse(node)}: q = {_fmt(bound['q'])} is outside [0, 100]")
         result = APPLY[node.func](points, bound)
         if node.func == "all_finite":
-            bad = next(((step, value) for step, value in points if not math.isfinite(value)), None)
+            bad = first_non_finite(points)
             self.trace.append(f"{unparse(node)} = True" if bad is None else
                               f"{unparse(node)} is false: {node.metric} is {bad[1]} at step {bad[0]}")
         return result

@@ -87,7 +87,8 @@ class _Parser:
 
     def _typed(self, node: Expr, want: str, token: Token, role: str) -> Expr:
         if type_of(node) != want:
-            raise ThresholdSyntaxError(f"{role} must be {_KINDS[want]}, not {_KINDS[type_of(node)]}", column=token.column)
+            raise ThresholdSyntaxError(f"{role} must be {_KINDS[want]}, not {_KINDS[type_of(node)]}",
+                                       column=token.column)
         return node
 
     def parse(self) -> Expr:
@@ -109,7 +110,7 @@ class _Parser:
         first = self.token
         node = operand()
         while self._at("name", op):
-            token = self._advance()
+            self._advance()
             self._typed(node, "bool", first, f"the left side of '{op}'")
             right_token = self.token
             right = self._typed(operand(), "bool", right_token, f"the right side of '{op}'")
@@ -224,7 +225,8 @@ class _Parser:
             if token.kind == "name" and self.tokens[self.pos + 1].text == "=":
                 if token.text not in params:
                     raise ThresholdSyntaxError(
-                        f"{func}() has no parameter {token.text!r} (parameters: {', '.join(params)})", column=token.column
+                        f"{func}() has no parameter {token.text!r} (parameters: {', '.join(params)})",
+                        column=token.column,
                     )
                 if token.text in params[: len(args)] or any(token.text == name for name, _ in kwargs):
                     raise ThresholdSyntaxError(f"{func}(): {token.text} given twice", column=token.column)
@@ -235,9 +237,11 @@ class _Parser:
                 kwargs.append((token.text, value))
                 continue
             if kwargs:
-                raise ThresholdSyntaxError(f"{func}(): a positional argument follows a keyword argument", column=token.column)
+                raise ThresholdSyntaxError(f"{func}(): a positional argument follows a keyword argument",
+                                           column=token.column)
             if len(args) >= len(params):
-                raise ThresholdSyntaxError(f"{func}() takes at most {len(params)} arguments after the metric", column=token.column)
+                raise ThresholdSyntaxError(f"{func}() takes at most {len(params)} arguments after the metric",
+                                           column=token.column)
             value = self._typed(self._sum(), "num", token, f"{func}(): {params[len(args)]}")
             _check_constant(func, params[len(args)], value, token.column)
             args.append(value)

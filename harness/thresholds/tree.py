@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Union
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +63,7 @@ class Call:
     kwargs: tuple[tuple[str, Expr], ...] = ()
 
 
-Expr = Union[Num, Neg, Not, BinOp, BoolOp, Compare, Call]
+Expr = Num | Neg | Not | BinOp | BoolOp | Compare | Call
 
 ARITH_OPS = ("+", "-", "*", "/")
 COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")

@@ -7,7 +7,7 @@ Python's shortest round-tripping repr; metric names that are not bare names are 
 from __future__ import annotations
 
 from harness.thresholds.lexer import NAME
-from harness.thresholds.tree import RESERVED, BinOp, BoolOp, Call, Compare, Expr, Neg, Not, Num, FUNCTIONS
+from harness.thresholds.tree import FUNCTIONS, RESERVED, BinOp, BoolOp, Call, Compare, Expr, Neg, Not, Num
 
 _PRECEDENCE = {"or": 1, "and": 2, "not": 3, "compare": 4, "+": 5, "-": 5, "*": 6, "/": 6, "neg": 7, "atom": 8}
 

@@ -8,7 +8,6 @@ start-up costs seconds of imports.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path

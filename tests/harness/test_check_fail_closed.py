@@ -11,9 +11,9 @@ import os
 
 import pytest
 import yaml
+from test_cli import write_run  # tests/harness is on sys.path (rootdir-less test dir)
 
 from harness.cli import main
-from test_cli import write_run  # tests/harness is on sys.path (rootdir-less test dir)
 
 
 def _reasons(run) -> str:

@@ -107,8 +107,10 @@ def series(values, start=1):
 
 
 def test_parity_exact_match_passes_and_ignores_timing():
-    a = {"train/loss": series([1.0, 0.5]), "train/logprob_digest": series([3.0, 4.0]), "timing/train/total": series([1, 2])}
-    b = {"train/loss": series([1.0, 0.5]), "train/logprob_digest": series([3.0, 4.0]), "timing/train/total": series([9, 9])}
+    a = {"train/loss": series([1.0, 0.5]), "train/logprob_digest": series([3.0, 4.0]),
+         "timing/train/total": series([1, 2])}
+    b = {"train/loss": series([1.0, 0.5]), "train/logprob_digest": series([3.0, 4.0]),
+         "timing/train/total": series([9, 9])}
     assert all(v.ok for v in compare_metrics(a, b))
 
 
@@ -156,4 +158,5 @@ def test_parity_fails_on_a_nan_in_either_run_naming_it():
     a = {"x": series([1.0, math.nan]), "train/logprob_digest": series([1.0, 2.0])}
     verdicts = {v.name: v for v in compare_metrics(a, a, names=("legacy", "tq"), tolerance=0.1)}
     assert not verdicts["parity:metrics"].ok
-    assert verdicts["parity:metrics"].message == "first divergence at step 2, x: legacy is nan, which cannot be compared"
+    assert verdicts["parity:metrics"].message == (
+        "first divergence at step 2, x: legacy is nan, which cannot be compared")

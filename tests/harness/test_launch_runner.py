@@ -130,7 +130,8 @@ def test_ctrl_c_is_forwarded_and_the_run_is_interrupted(tmp_path):
 
 
 def test_missing_command_is_a_failed_launch(tmp_path):
-    result = launch(["/nonexistent/engine-binary"], run_dir=tmp_path, env={}, timeout_s=5, total_steps=3, progress=False)
+    result = launch(["/nonexistent/engine-binary"], run_dir=tmp_path, env={}, timeout_s=5, total_steps=3,
+                    progress=False)
     assert result.state == "failed" and result.exit_code is None
     assert "could not start" in result.error
     assert json.loads((tmp_path / "status.json").read_text())["state"] == "failed"

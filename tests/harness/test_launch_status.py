@@ -26,7 +26,8 @@ def test_engine_completed_and_exit_zero_is_kept():
 @pytest.mark.parametrize(
     ("engine", "exit_code", "state", "needle"),
     [
-        ({"state": "running", "last_step": 3}, 1, "failed", "code 1 without writing a terminal state (status.json still says 'running')"),
+        ({"state": "running", "last_step": 3}, 1, "failed",
+         "code 1 without writing a terminal state (status.json still says 'running')"),
         (None, -9, "failed", "signal SIGKILL without writing a terminal state (no status.json)"),
         (None, 0, "completed", None),
         (ENGINE_DONE, 2, "failed", "says 'completed' but the engine exited with code 2"),

@@ -4,7 +4,6 @@ so these stay fast; tests/harness/test_faults_suite.py runs real faults end to e
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
 import time

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.recipe import RecipeError, load_recipe
-from harness.recipe import defaults
+from harness.recipe import RecipeError, defaults, load_recipe
 from harness.recipe.defaults import MAX_CHAIN, MAX_ENTRIES
 
 pytestmark = pytest.mark.timeout(30)

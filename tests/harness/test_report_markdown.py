@@ -11,7 +11,8 @@ from harness.report import PlotSpec, plot_metric, write_report_md
 from harness.report.markdown import cell
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-RECIPE = {"name": "arith_grpo_cpu", "description": "tiny GRPO", "cluster": {"nodes": 1, "devices_per_node": 2, "device": "cpu"}}
+RECIPE = {"name": "arith_grpo_cpu", "description": "tiny GRPO",
+          "cluster": {"nodes": 1, "devices_per_node": 2, "device": "cpu"}}
 STATUS = {"state": "completed", "wall_s": 83.21, "last_step": 20, "num_steps": 20, "error": None}
 PLAN = {"world_size": 2, "policy": {"dp": 2, "tp": 1}, "gpu_hours": 0.0}
 METRICS = {
@@ -22,7 +23,8 @@ METRICS = {
 VERDICTS = [
     Verdict(name="reward_rises", kind="threshold", ok=True, message="mean 0.9 >= 0.5", value=0.9,
             metrics=("train/reward",), why="GRPO must learn arithmetic"),
-    Verdict(name="loss | bounded", kind="threshold", ok=False, message="max 1.0 >\n0.5", value=1.0, metrics=("train/loss",)),
+    Verdict(name="loss | bounded", kind="threshold", ok=False, message="max 1.0 >\n0.5", value=1.0,
+            metrics=("train/loss",)),
     Verdict(name="completed", kind="completion", ok=True, message="20/20 steps"),
     Verdict(name="kl_small", kind="threshold", ok=True, message="no data", metrics=("train/kl",)),
 ]  # fmt: skip
@@ -38,7 +40,8 @@ def png_size(path):
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
-    path = write_report_md(run_dir, recipe=RECIPE, plan=PLAN, status=STATUS, verdicts=VERDICTS, metrics=METRICS, thresholds=SPECS)
+    path = write_report_md(run_dir, recipe=RECIPE, plan=PLAN, status=STATUS, verdicts=VERDICTS, metrics=METRICS,
+                           thresholds=SPECS)
     return run_dir, path.read_text().splitlines()
 
 
@@ -68,7 +71,8 @@ def test_checks_table(report):
 
 def test_plan_and_final_metrics_tables(report):
     _, lines = report
-    assert section(lines, "Plan")[2:] == ["| world_size | 2 |", "| policy.dp | 2 |", "| policy.tp | 1 |", "| gpu_hours | 0 |"]
+    assert section(lines, "Plan")[2:] == [
+        "| world_size | 2 |", "| policy.dp | 2 |", "| policy.tp | 1 |", "| gpu_hours | 0 |"]
     metrics = section(lines, "Final metrics")
     assert metrics[2] == "| train/reward | 20 | 1 | 0.05 | 1 |"  # checked metrics first
     assert metrics[3] == "| train/loss | 20 | 0.05 | 0.05 | 1 |"

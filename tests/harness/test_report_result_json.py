@@ -21,7 +21,8 @@ def read(path):
 
 
 def test_all_passing(tmp_path):
-    path = write_result_json(tmp_path, recipe_name="arith", verdicts=[PASS], status=STATUS, extra={"plan": {"world": 2}})
+    path = write_result_json(tmp_path, recipe_name="arith", verdicts=[PASS], status=STATUS,
+                             extra={"plan": {"world": 2}})
     data = read(path)
     assert path == tmp_path / "result.json"
     assert data["ok"] is True and data["recipe"] == "arith" and data["state"] == "completed"

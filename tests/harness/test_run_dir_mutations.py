@@ -62,10 +62,10 @@ def write(run: Path, files: dict[str, object]) -> None:
 
 
 def check(files: dict[str, object]) -> int:
-    """`harness check` through its CLI entry point; the report writers are skipped for speed."""
-    with tempfile.TemporaryDirectory() as tmp, mock.patch("harness.commands.check.write_outputs"):
+    """`harness check` through its CLI entry point; the report and the verdict files are skipped for speed."""
+    with tempfile.TemporaryDirectory() as tmp, mock.patch("harness.commands.check.write_verdict_files"):
         write(Path(tmp), files)
-        return main(["check", tmp])
+        return main(["check", tmp, "--no-report"])
 
 
 # --- mutations: each takes the files and a draw function, and changes the files -------------

@@ -14,8 +14,7 @@ from harness.commands.check import write_outputs
 from harness.commands.run import scrub_logs
 from harness.recipe import format_show, load_recipe
 from harness.recipe.errors import RecipeError
-from harness.recipe.secret_env import (REDACTED, is_secret, launch_env, redact_argv, redact_recipe, scrub,
-                                       secret_values)
+from harness.recipe.secret_env import REDACTED, is_secret, launch_env, redact_argv, redact_recipe, scrub, secret_values
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "arith_grpo_cpu.yaml"

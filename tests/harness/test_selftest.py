@@ -15,8 +15,8 @@ from harness.checks.invariants import check_invariants
 from harness.checks.judge import Judgement, threshold_verdicts
 from harness.cli import main
 from harness.commands.validate import self_test_cited
-from harness.metrics import Metrics
 from harness.history import HistoryRow, append
+from harness.metrics import Metrics
 from harness.selftest import CANNOT_FAIL, FAILS_AS_IS, OK, WEAK, run_to_run_sd, self_test
 from harness.thresholds import ThresholdCheck, load_thresholds, parse
 
@@ -167,7 +167,8 @@ def test_run_to_run_deviation_comes_from_the_recipes_passing_runs_in_the_history
     db = tmp_path / "history.sqlite"
     for reward, verdict in ((0.6, "pass"), (0.7, "pass"), (0.8, "pass"), (0.0, "fail")):
         append(db, HistoryRow(time="2026-11-30T00:00:00", suite="s", entry="e", recipe="r", recipe_path="r.yaml",
-                              commit_sha=None, hardware="cpu", verdict=verdict, final_reward=reward, tokens_per_s=500.0))
+                              commit_sha=None, hardware="cpu", verdict=verdict, final_reward=reward,
+                              tokens_per_s=500.0))
     assert run_to_run_sd(db, recipe="r", hardware="cpu") == {"train/reward": pytest.approx(0.1)}  # 500 x 3: no spread
     assert run_to_run_sd(db, recipe="other", hardware="cpu") == {}
     assert run_to_run_sd(tmp_path / "none.sqlite", recipe="r", hardware="cpu") == {}
@@ -178,4 +179,5 @@ def test_shipped_thresholds_pass_the_self_test_on_the_runs_they_cite(monkeypatch
     assert self_test_cited(Path("recipes/qwen3_5_35b.yaml"), REPO / "no-history.sqlite") == 0
     out = capsys.readouterr().out
     for seed in (42, 7, 123):
-        assert f"ok   self-test thresholds/qwen3_5_35b.yaml (h200x2) on bench/results/h200x2_2026-11-30/llm-{seed}" in out
+        cited = f"bench/results/h200x2_2026-11-30/llm-{seed}"
+        assert f"ok   self-test thresholds/qwen3_5_35b.yaml (h200x2) on {cited}" in out

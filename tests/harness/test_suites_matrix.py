@@ -57,8 +57,9 @@ def test_select_by_hardware_tags_and_ids():
 
 
 def test_github_format_is_strategy_matrix_of_enabled_entries():
-    from harness.suites import Disabled
     import datetime as dt
+
+    from harness.suites import Disabled
     suite = Suite(name="s", path=Path("s.yaml"), budget_gpu_hours=0, entries=(
         entry("a", overrides=("x.y=1", "env.A='b c'")),
         entry("b", disabled=Disabled(reason="r", owner="o", until=dt.date(2027, 1, 1)))))

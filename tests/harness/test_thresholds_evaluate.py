@@ -107,7 +107,8 @@ def test_arguments_computed_at_run_time_are_validated():
 
 def test_syntax_errors_become_failing_verdicts():
     result = evaluate("mean(x) >", RUN, expected_steps=None)
-    assert not result.ok and result.reason == "syntax error: expected a number, '(' or a function call, got end of expression at column 10"
+    assert not result.ok and result.reason == (
+        "syntax error: expected a number, '(' or a function call, got end of expression at column 10")
 
 
 def test_value_of_a_non_comparison_is_its_truth():

@@ -60,7 +60,8 @@ def test_hardware_as_a_single_string(tmp_path):
     (GOOD.replace("max(x) > 0", "max(x) >"), "t.yaml:4: check 'a': expected a number, '(' or a function call, "
                                               "got end of expression at column 9 of expr"),
     (GOOD.replace("max(x) > 0", "__import__(os)"), "t.yaml:4: check 'a': unknown function '__import__'"),
-    (GOOD + "    color: red\n", "t.yaml:7: unknown key 'color' in checks[0] (allowed: name, expr, why, since, hardware)"),
+    (GOOD + "    color: red\n",
+     "t.yaml:7: unknown key 'color' in checks[0] (allowed: name, expr, why, since, hardware)"),
     (GOOD + "    why: again\n", "t.yaml:7: duplicate key 'why' in checks[0]"),
     (GOOD + "  - name: a\n    expr: 'max(y) > 0'\n    why: w\n    since: 2026-11-30\n",
      "t.yaml:7: duplicate check name 'a' (first at line 3)"),

@@ -22,7 +22,8 @@ def test_the_brief_example():
 
 def test_slashes_inside_a_metric_argument_belong_to_the_name_and_divide_outside():
     tree = parse("last(timing/train/total)/last(timing/train/gen) < 2")
-    assert tree == Compare(BinOp("/", Call("last", "timing/train/total"), Call("last", "timing/train/gen")), ("<",), (Num(2),))
+    ratio = BinOp("/", Call("last", "timing/train/total"), Call("last", "timing/train/gen"))
+    assert tree == Compare(ratio, ("<",), (Num(2),))
 
 
 def test_quoted_metric_names_allow_other_characters():

@@ -33,7 +33,8 @@ def calls(draw, numeric, returns: str):
     values = {name: draw(literal[name]) for name in params}
     required = len(FUNCTIONS[func].extra)
     num_positional = draw(st.integers(min_value=0, max_value=len(params)))
-    keyword_names = draw(st.lists(st.sampled_from(params[num_positional:]), unique=True)) if num_positional < len(params) else []
+    keyword_names = (draw(st.lists(st.sampled_from(params[num_positional:]), unique=True))
+                     if num_positional < len(params) else [])
     keyword_names = list(dict.fromkeys([*params[num_positional:required], *keyword_names]))
     return Call(func, draw(metric_names), tuple(values[p] for p in params[:num_positional]),
                 tuple((name, values[name]) for name in keyword_names))
