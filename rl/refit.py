@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Packed", "Slot", "open_shared", "pack", "share", "to_cpu", "unpack"]
+__all__ = ["Packed", "Slot", "layout_of", "open_shared", "pack", "share", "to_cpu", "unpack"]
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,23 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def pack(weights: dict[str, torch.Tensor]) -> Packed:
-    """One flat bucket per dtype on the weights' device, in the state dict's order."""
+def layout_of(weights: dict[str, torch.Tensor]) -> list[Slot]:
+    """Where `pack` puts each weight: one bucket per dtype, in the state dict's order."""
     sizes: dict[str, int] = {}
     layout = []
     for name, tensor in weights.items():
         key = _dtype_name(tensor.dtype)
         layout.append(Slot(name=name, bucket=key, offset=sizes.get(key, 0), shape=tuple(tensor.shape)))
         sizes[key] = sizes.get(key, 0) + tensor.numel()
+    return layout
+
+
+def pack(weights: dict[str, torch.Tensor]) -> Packed:
+    """One flat bucket per dtype on the weights' device, in the state dict's order."""
+    layout = layout_of(weights)
+    sizes: dict[str, int] = {}
+    for slot, tensor in zip(layout, weights.values()):
+        sizes[slot.bucket] = slot.offset + tensor.numel()
     first = {_dtype_name(t.dtype): t for t in weights.values()}
     buckets = {key: torch.empty(n, dtype=first[key].dtype, device=first[key].device) for key, n in sizes.items()}
     for slot, tensor in zip(layout, weights.values()):

@@ -318,9 +318,20 @@ class Engine:
     def _refit_fn(self, gen: Any, ranks: list[Any], placement: Any) -> Any:
         cfg, cluster = self.cfg, self.cluster
         names = [*(h.name for h in ranks), gen.name]
+        timeout = cfg.limits.worker_timeout_s
+        if not cfg.generation.colocated:  # a channel of its own: rank 0 broadcasts to the generator
+            layout = cluster.call(ranks, "refit_layout", timeout_s=timeout)[0]  # a collective: all gather
+            address = cluster.call([gen], "refit_address", timeout_s=timeout)[0]
+            cluster.get([ranks[0].actor.open_refit_channel.remote(address, layout),
+                         gen.actor.open_refit_channel.remote(address, layout)], [ranks[0].name, gen.name],
+                        timeout_s=timeout)
 
         def refit(version: int) -> float:
-            if placement.gpu and cfg.generation.colocated:  # device to device on rank 0's GPU
+            if not cfg.generation.colocated:
+                every_rank = [h.actor.send_weights.remote() for h in ranks]  # a collective: all gather
+                load = gen.actor.receive_weights.remote(version)
+                return cluster.get([*every_rank, load], names, timeout_s=timeout)[-1]
+            if placement.gpu:  # colocated: device to device on rank 0's GPU
                 every_rank = [h.actor.share_weights.remote() for h in ranks]  # a collective: all gather
                 load = gen.actor.load_shared.remote(every_rank[0], version)
                 seconds = cluster.get([*every_rank, load], names, timeout_s=cfg.limits.worker_timeout_s)[-1]

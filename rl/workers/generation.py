@@ -4,20 +4,23 @@ It holds its own copy of the policy weights and is refit from policy rank 0 befo
 step's rollouts; `load_weights` / `load_shared` report how long the copy took so the driver can
 log `timing/train/refit`. On a GPU it samples on the device in the policy's precision (bf16 for
 a bf16 policy) from a device generator seeded per call, and a colocated refit copies device to
-device out of rank 0's buckets (`rl.refit`); on the CPU the state dict comes through the object
-store. `decode` (`rl.generation.decode_mode`) picks the loop: "graphs"/"static" sample from a
+device out of rank 0's buckets (`rl.refit`); a generator that is not colocated receives rank 0's
+buckets by broadcast over a refit channel of its own (`rl.refit_channel`: NCCL between GPUs, gloo
+on the CPU); otherwise, on the CPU, the state dict comes through the object store. `decode` (`rl.generation.decode_mode`) picks the loop: "graphs"/"static" sample from a
 static cache (`rl.generation.static_decode`; a refit copies into the same parameter tensors, so
 captured graphs stay valid), "eager" from the model's own cache.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any
 
 import torch
 
 from rl import refit
+from rl.refit_channel import RECEIVER, RefitChannel
 from rl.generation import generate
 from rl.generation.static_decode import StaticDecoder
 from rl.models import build_model
@@ -37,6 +40,7 @@ class GenerationWorker(WorkerBase):
         self.model: Any = None
         self.decoder: StaticDecoder | None = None
         self.version = -1
+        self.channel: RefitChannel | None = None
 
     def setup(self, *, model_cfg: dict, vocab_size: int, seed: int, weights: dict[str, torch.Tensor]) -> None:
         self.model = build_model(model_cfg, vocab_size=vocab_size, seed=seed)
@@ -58,7 +62,11 @@ class GenerationWorker(WorkerBase):
     def load_shared(self, shared: dict[str, Any], version: int) -> float:
         """Refit from rank 0's buckets on this GPU (`rl.refit.share`); returns the seconds it took."""
         t0 = time.perf_counter()
-        weights = refit.unpack(refit.open_shared(shared))
+        self._copy_in(refit.unpack(refit.open_shared(shared)))
+        self.version = version
+        return time.perf_counter() - t0
+
+    def _copy_in(self, weights: dict[str, torch.Tensor]) -> None:
         params = dict(self.model.state_dict())
         missing = sorted(set(params) - set(weights))
         if missing:
@@ -66,7 +74,31 @@ class GenerationWorker(WorkerBase):
         for name, target in params.items():
             target.copy_(weights[name])
         if self.device == "cuda":
-            torch.cuda.synchronize()  # the trainer may free its buckets once we return
+            torch.cuda.synchronize()  # the trainer may free (or overwrite) its buckets once we return
+
+    def refit_address(self) -> tuple[str, int]:
+        """Where the refit channel's store will listen (this node, a free port)."""
+        import ray
+
+        host = ray.util.get_node_ip_address()
+        with socket.socket() as s:
+            s.bind((host, 0))
+            return host, s.getsockname()[1]
+
+    def open_refit_channel(self, address: tuple[str, int], layout: list) -> None:
+        """The receiving end of the refit channel from policy rank 0 (generation not colocated)."""
+        names = {slot.name for slot in layout}
+        missing = sorted(set(self.model.state_dict()) - names)
+        if missing:
+            raise RuntimeError(f"{self.name}: the refit layout lacks {len(missing)} weights, e.g. {missing[:3]}")
+        self.channel = RefitChannel.open(address, rank=RECEIVER, layout=layout, device=self.device)
+
+    @torch.no_grad()
+    def receive_weights(self, version: int) -> float:
+        """Refit over the channel: policy rank 0 broadcasts, this end copies into the model;
+        returns the seconds it took (the broadcast included)."""
+        t0 = time.perf_counter()
+        self._copy_in(self.channel.receive())
         self.version = version
         return time.perf_counter() - t0
 

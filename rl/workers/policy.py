@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from rl import faults, refit
+from rl.refit_channel import SENDER, RefitChannel
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
@@ -45,6 +46,7 @@ class PolicyWorker(WorkerBase):
         super().__init__(name=name, rank=rank, env_keys=env_keys, device=device)
         self.world_size = world_size
         self._shared: Any = None  # the refit buckets rank 0 keeps alive until the generator copied them
+        self._channel: RefitChannel | None = None  # rank 0's end of the refit channel (generation not colocated)
         self.backend: Any = None
         # A data-plane client (TQ path); a TQStore pickles to a lazy attach to the driver's store.
         self._plane = data_plane
@@ -193,6 +195,24 @@ class PolicyWorker(WorkerBase):
 
     def release_weights(self) -> None:
         self._shared = None
+
+    def refit_layout(self) -> Any:
+        """Rank 0's refit layout (rl/refit.py `layout_of` of the gathered HF weights), None
+        elsewhere; every rank must call it. What the generator's end of a refit channel expects."""
+        weights = self.backend.state_dict(on_device=True)
+        return refit.layout_of(weights) if self.rank == 0 else None
+
+    def open_refit_channel(self, address: tuple[str, int], layout: list) -> None:
+        """Rank 0: the sending end of the refit channel to a generator that is not colocated."""
+        if self.rank == 0:
+            self._channel = RefitChannel.open(address, rank=SENDER, layout=layout, device=self.device)
+
+    def send_weights(self) -> None:
+        """Refit, not colocated: gather the HF weights on the device and broadcast them to the
+        generator over the refit channel (rank 0). Every rank must call it."""
+        weights = self.backend.state_dict(on_device=True)
+        if self.rank == 0:
+            self._channel.send(refit.pack(weights))
 
     def checkpoint_state(self) -> dict[str, Any]:
         """This rank's optimizer state; rank 0 adds the policy and reference weights.

@@ -124,9 +124,11 @@ def test_short_run_writes_every_file(baseline: Path) -> None:
 
 def test_interrupted_then_resumed_equals_uninterrupted(baseline: Path, work: Path) -> None:
     """Bitwise equal to the baseline, so this also proves a same-seed rerun reproducible (any
-    nondeterminism fails it). The TQ path against legacy: tests/integration/test_parity_run.py;
+    nondeterminism fails it). This run refits over the refit channel (`generation.colocated:
+    false`: rank 0 broadcasts over gloo) where the baseline goes through the object store, so it
+    also proves the channel delivers the policy's exact weights. The TQ path against legacy: tests/integration/test_parity_run.py;
     a dead worker named within seconds: the faults suite (tests/harness/test_faults_suite.py)."""
-    recipe, out = _recipe(work, "resume"), work / "resume"
+    recipe, out = _recipe(work, "resume", **{"generation.colocated": False}), work / "resume"
     proc = _start(recipe, out)
     _wait_for(lambda: (out / "checkpoints" / "step_1").is_dir(), 180, proc)
     # Freeze the driver the moment step 1's checkpoint exists, so the SIGTERM is certain to land
