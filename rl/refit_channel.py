@@ -56,7 +56,8 @@ class RefitChannel:
         self._buckets: dict[str, torch.Tensor] | None = None
 
     @classmethod
-    def open(cls, address: tuple[str, int], *, rank: int, layout: list[Slot], device: str | torch.device) -> "RefitChannel":
+    def open(cls, address: tuple[str, int], *, rank: int, layout: list[Slot],
+             device: str | torch.device) -> "RefitChannel":
         device = torch.device(device)
         host, port = address
         store = dist.TCPStore(host, port, 2, is_master=rank == RECEIVER, timeout=TIMEOUT)
