@@ -1,8 +1,8 @@
 """`harness history RECIPE [--db FILE] [--entry ID] [--hardware H] [--last N]`.
 
 The trend of a recipe's nightly runs, oldest first: verdict, reward, step time, tokens/s and
-wall time per run, each run's performance gate against the runs before it, and the current
-noise band. RECIPE is a recipe name (`qwen3_5_35b`) or its file.
+wall time per run, each run's performance gate (step time, tokens/s and the per-phase GPU numbers)
+against the runs before it, and the current noise bands. RECIPE is a recipe name (`qwen3_5_35b`) or its file.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.errors import USER_ERRORS, UsageError
 from harness.history import HistoryRow, gate_run, noise_band, query
-from harness.history.gate import GATED, baseline
+from harness.history.gate import ALWAYS, GATED, baseline
 from harness.suites import find_suite, load_suite
 from harness.suites.model import Gate
 
@@ -51,6 +51,8 @@ def format_bands(rows: list[HistoryRow], gate: Gate) -> list[str]:
                            hardware=hardware, verdict="pass")
         for metric in GATED:
             values = baseline(rows, probe, metric, gate.window)
+            if not values and metric not in ALWAYS:  # a per-phase number this entry never logged
+                continue
             if len(values) < gate.min_runs:
                 lines.append(f"{entry} on {hardware}: {metric}: {len(values)} passing runs, the gate needs "
                              f"{gate.min_runs}")

@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 DEFAULT_DB = Path("runs") / "history.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# columns each version added (an older file gains them, empty, when it is opened)
+ADDED = {2: ("generation_tokens_per_s", "train_tokens_per_s", "mfu", "peak_memory_gib", "refit_s")}
 VERDICTS = ("pass", "fail", "error", "skip")
 
 _SCHEMA = """
@@ -38,7 +40,12 @@ CREATE TABLE IF NOT EXISTS runs (
     step_time_s REAL,
     tokens_per_s REAL,
     wall_s REAL,
-    run_dir TEXT
+    run_dir TEXT,
+    generation_tokens_per_s REAL,
+    train_tokens_per_s REAL,
+    mfu REAL,
+    peak_memory_gib REAL,
+    refit_s REAL
 );
 CREATE INDEX IF NOT EXISTS runs_by_entry ON runs (entry, hardware, id);
 CREATE INDEX IF NOT EXISTS runs_by_recipe ON runs (recipe, id);
@@ -64,6 +71,11 @@ class HistoryRow:
     tokens_per_s: float | None = None
     wall_s: float | None = None
     run_dir: str | None = None
+    generation_tokens_per_s: float | None = None
+    train_tokens_per_s: float | None = None
+    mfu: float | None = None
+    peak_memory_gib: float | None = None
+    refit_s: float | None = None
     id: int | None = None
 
     def __post_init__(self) -> None:
@@ -80,8 +92,13 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(path, timeout=30.0)) as conn:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise ValueError(f"{path}: history schema version {version}, this harness reads {SCHEMA_VERSION}")
+        if not 0 <= version <= SCHEMA_VERSION:
+            raise ValueError(f"{path}: history schema version {version}, this harness reads up to {SCHEMA_VERSION}")
+        if version:  # an older file: add the columns later versions brought
+            with conn:
+                for added in range(version + 1, SCHEMA_VERSION + 1):
+                    for column in ADDED[added]:
+                        conn.execute(f"ALTER TABLE runs ADD COLUMN {column} REAL")
         conn.executescript(_SCHEMA)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         yield conn

@@ -5,6 +5,9 @@
   more (it carries one-off warm-up: compilation, allocator growth, first refit).
 * tokens_per_s: mean of `performance/tokens_per_sec_per_gpu`, step 1 left out the same way.
 * wall_s: status.json's wall_s (the engine's wall time).
+* The per-phase numbers of a GPU run (the engine logs them on the CPU too, peak memory only on a
+  GPU): generation_tokens_per_s, train_tokens_per_s, mfu and refit_s as steady means like
+  tokens_per_s; peak_memory_gib as the run's maximum.
 Each is None when the run did not log it.
 """
 
@@ -21,6 +24,14 @@ from harness.metrics import MetricsError, read_metrics
 REWARD = "train/reward"
 STEP_TIME = "timing/train/total"
 TOKENS_PER_S = "performance/tokens_per_sec_per_gpu"
+# history column -> (metrics.jsonl key, how a run's series becomes one number)
+PHASES = {
+    "generation_tokens_per_s": ("performance/generation_tokens_per_sec", "steady_mean"),
+    "train_tokens_per_s": ("performance/train_tokens_per_sec", "steady_mean"),
+    "mfu": ("performance/mfu", "steady_mean"),
+    "peak_memory_gib": ("performance/peak_memory_gib", "max"),
+    "refit_s": ("timing/train/refit", "steady_mean"),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +40,11 @@ class KeyMetrics:
     step_time_s: float | None = None
     tokens_per_s: float | None = None
     wall_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    train_tokens_per_s: float | None = None
+    mfu: float | None = None
+    peak_memory_gib: float | None = None
+    refit_s: float | None = None
 
 
 def _finite(value: object) -> float | None:
@@ -50,6 +66,14 @@ def steady_mean(series: Mapping[int, float]) -> float | None:
 
 def last_value(series: Mapping[int, float]) -> float | None:
     return _finite(series[max(series)]) if series else None
+
+
+def largest(series: Mapping[int, float]) -> float | None:
+    values = [v for v in (_finite(x) for x in series.values()) if v is not None]
+    return max(values) if values else None
+
+
+_AGGREGATE = {"steady_mean": steady_mean, "max": largest}
 
 
 def metrics_path(run_dir: Path) -> Path | None:
@@ -79,6 +103,8 @@ def key_metrics(run_dir: Path) -> KeyMetrics:
         step_time_s=steady_mean(metrics[STEP_TIME]) if STEP_TIME in metrics else None,
         tokens_per_s=steady_mean(metrics[TOKENS_PER_S]) if TOKENS_PER_S in metrics else None,
         wall_s=wall,
+        **{column: _AGGREGATE[how](metrics[key]) if key in metrics else None
+           for column, (key, how) in PHASES.items()},
     )
 
 

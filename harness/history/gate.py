@@ -1,4 +1,5 @@
-"""The performance gate: is this run's step time or tokens/s outside the noise of its history?
+"""The performance gate: is this run's step time, tokens/s or a per-phase number (generation and
+train tokens/s, MFU, peak GPU memory, refit seconds) outside the noise of its history?
 
 The noise band of a metric comes from the last `window` passing runs of the same suite entry on
 the same hardware (the run being judged left out):
@@ -10,8 +11,10 @@ the same hardware (the run being judged left out):
 MAD (median absolute deviation) scaled by 1.4826 estimates the standard deviation of normal
 noise but, unlike it, ignores a few outliers, so one bad night does not widen the band for the
 next twenty. The relative floor stops a perfectly steady history (MAD = 0) from flagging a 0.1%
-wobble. Step time above the band is a regression, below it an improvement; tokens/s the other
-way round. With fewer than `min_runs` values there is no verdict ("insufficient").
+wobble. Step time, peak memory and refit seconds above the band are a regression, below it an
+improvement; the throughputs and MFU the other way round. With fewer than `min_runs` values there
+is no verdict ("insufficient"). A per-phase number neither this run nor its history logged (peak
+GPU memory on a CPU entry) is left out; one the history has and this run lacks is "missing".
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from harness.suites.model import Gate
 
 MAD_TO_SIGMA = 1.4826
 # metric column -> True when higher is better
-GATED = {"step_time_s": False, "tokens_per_s": True}
+GATED = {"step_time_s": False, "tokens_per_s": True, "generation_tokens_per_s": True, "train_tokens_per_s": True,
+         "mfu": True, "peak_memory_gib": False, "refit_s": False}
+ALWAYS = ("step_time_s", "tokens_per_s")  # reported even when never logged
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,7 +95,9 @@ def gate_metric(current: HistoryRow, history: Sequence[HistoryRow], metric: str,
 
 
 def gate_run(current: HistoryRow, history: Sequence[HistoryRow], gate: Gate) -> list[GateResult]:
-    """Gate results for step time and tokens/s; empty when the gate is off or the run failed."""
+    """Gate results of the GATED metrics; empty when the gate is off or the run failed."""
     if gate.mode == "off" or current.verdict != "pass":
         return []
-    return [gate_metric(current, history, metric, gate) for metric in GATED]
+    return [gate_metric(current, history, metric, gate) for metric in GATED
+            if metric in ALWAYS or getattr(current, metric) is not None
+            or baseline(history, current, metric, gate.window)]

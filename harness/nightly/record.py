@@ -24,8 +24,7 @@ def history_row(entry: Entry, suite: Suite, run: EntryRun, *, recipe_name: str, 
         time=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         suite=suite.name, entry=entry.id, recipe=recipe_name, recipe_path=entry.recipe.as_posix(),
         commit_sha=commit, hardware=entry.hardware, verdict=run.verdict, verdicts=check_verdicts(run_dir),
-        attempts=len(run.attempts), final_reward=numbers.final_reward, step_time_s=numbers.step_time_s,
-        tokens_per_s=numbers.tokens_per_s, wall_s=numbers.wall_s, run_dir=str(run_dir),
+        attempts=len(run.attempts), run_dir=str(run_dir), **asdict(numbers),
     )
 
 

@@ -93,3 +93,33 @@ def test_commit_prefers_github_sha(monkeypatch, tmp_path):
     assert current_commit() == "f" * 40
     monkeypatch.delenv("GITHUB_SHA")
     assert current_commit(tmp_path) is None  # not a git checkout
+
+
+def test_key_metrics_take_the_per_phase_gpu_numbers(tmp_path):
+    phase = {"performance/generation_tokens_per_sec": (100.0, 9000.0, 11000.0),
+             "performance/train_tokens_per_sec": (10.0, 900.0, 1100.0), "performance/mfu": (0.0, 0.2, 0.4),
+             "performance/peak_memory_gib": (1.5, 1.0, 1.25), "timing/train/refit": (3.0, 0.02, 0.04)}
+    run = write_run(tmp_path / "gpu", [{"step": s + 1, **{k: v[s] for k, v in phase.items()}} for s in range(3)])
+    numbers = key_metrics(run)
+    assert numbers.generation_tokens_per_s == 10000.0 and numbers.train_tokens_per_s == 1000.0
+    assert numbers.mfu == pytest.approx(0.3) and numbers.refit_s == pytest.approx(0.03)
+    assert numbers.peak_memory_gib == 1.5  # the run's maximum, warm-up step included
+
+
+def test_a_version_1_file_gains_the_per_phase_columns(tmp_path):
+    db = tmp_path / "v1.sqlite"
+    with sqlite3.connect(db) as conn:  # the version-1 table, as the first nightly wrote it
+        conn.executescript("""CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, time TEXT NOT NULL,
+            suite TEXT NOT NULL, entry TEXT NOT NULL, recipe TEXT NOT NULL, recipe_path TEXT NOT NULL,
+            commit_sha TEXT, hardware TEXT NOT NULL, verdict TEXT NOT NULL, verdicts TEXT NOT NULL,
+            attempts INTEGER NOT NULL, final_reward REAL, step_time_s REAL, tokens_per_s REAL, wall_s REAL,
+            run_dir TEXT);
+            INSERT INTO runs (time, suite, entry, recipe, recipe_path, hardware, verdict, verdicts, attempts,
+            step_time_s) VALUES ('t0', 'nightly', 'qwen', 'qwen3_5_35b', 'q.yaml', 'h200', 'pass', '{}', 1, 2.5);
+            PRAGMA user_version = 1;""")
+    append(db, row(refit_s=0.03, peak_memory_gib=1.0))
+    old, new = query(db)
+    assert old.step_time_s == 2.5 and old.refit_s is None
+    assert new.refit_s == 0.03 and new.peak_memory_gib == 1.0
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2

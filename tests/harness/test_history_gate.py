@@ -97,3 +97,21 @@ def test_the_judged_run_is_not_its_own_baseline():
     history = [run(10.0, id=i) for i in range(5)]
     current = run(13.0, id=99)
     assert statuses(current, history + [current], Gate(min_runs=5))["step_time_s"] == "regression"
+
+
+def test_refit_seconds_and_peak_memory_regress_upwards_and_absent_phases_are_left_out():
+    rng = random.Random(3)
+    history = [replace_phase(run(10.0, id=i), refit_s=0.03 * (1 + rng.gauss(0, 0.01)),
+                             mfu=0.4 * (1 + rng.gauss(0, 0.01))) for i in range(10)]
+    slow_refit = replace_phase(run(10.0), refit_s=0.3, mfu=0.4)
+    got = statuses(slow_refit, history)
+    assert got["refit_s"] == "regression" and got["mfu"] == "ok"
+    assert "peak_memory_gib" not in got and "generation_tokens_per_s" not in got  # never logged: left out
+    assert statuses(replace_phase(run(10.0), refit_s=0.03), history)["mfu"] == "missing"  # the history has it
+    assert statuses(replace_phase(run(10.0), refit_s=0.03, mfu=0.1), history)["mfu"] == "regression"
+
+
+def replace_phase(row: HistoryRow, **phases: float) -> HistoryRow:
+    from dataclasses import replace
+
+    return replace(row, **phases)
