@@ -111,7 +111,8 @@ def mcore_layout(cfg, shapes: dict[str, tuple[int, ...]]) -> dict[str, list[Piec
 
     out = {"embedding.word_embeddings.weight": whole("model.embed_tokens.weight"),
            "decoder.final_layernorm.weight": whole("model.norm.weight"),
-           "output_layer.weight": whole("lm_head.weight" if "lm_head.weight" in shapes else "model.embed_tokens.weight")}
+           "output_layer.weight": whole("lm_head.weight" if "lm_head.weight" in shapes
+                                        else "model.embed_tokens.weight")}
     for i in range(cfg.num_hidden_layers):
         h, m = f"model.layers.{i}.", _L.format(i)
         out[m + "input_layernorm.weight"] = whole(h + "input_layernorm.weight")
@@ -119,11 +120,13 @@ def mcore_layout(cfg, shapes: dict[str, tuple[int, ...]]) -> dict[str, list[Piec
         if h + "linear_attn.in_proj_qkv.weight" in shapes:
             g, sa = h + "linear_attn.", m + "self_attention."
             out.update({sa + name: whole(g + name) for name in _GDN_SAME})
-            out[sa + "in_proj.weight"] = [p for part in ("qkv", "z", "b", "a") for p in whole(g + f"in_proj_{part}.weight")]
+            out[sa + "in_proj.weight"] = [p for part in ("qkv", "z", "b", "a")
+                                          for p in whole(g + f"in_proj_{part}.weight")]
             out[sa + "out_norm.weight"] = whole(g + "norm.weight")
         else:
             a, sa = h + "self_attn.", m + "self_attention."
-            out[sa + "linear_qkv.weight"] = _qkv_pieces(a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight", cfg)
+            out[sa + "linear_qkv.weight"] = _qkv_pieces(a + "q_proj.weight", a + "k_proj.weight",
+                                                        a + "v_proj.weight", cfg)
             out[sa + "linear_proj.weight"] = whole(a + "o_proj.weight")
             out[sa + "q_layernorm.weight"] = whole(a + "q_norm.weight")
             out[sa + "k_layernorm.weight"] = whole(a + "k_norm.weight")
@@ -135,7 +138,8 @@ def mcore_layout(cfg, shapes: dict[str, tuple[int, ...]]) -> dict[str, list[Piec
                 out[m + f"mlp.experts.local_experts.{e}.linear_fc2.weight"] = expert(down, e)
             s = h + "mlp.shared_expert."
             if s + "gate_proj.weight" in shapes:
-                out[m + "mlp.shared_experts.linear_fc1.weight"] = whole(s + "gate_proj.weight") + whole(s + "up_proj.weight")
+                out[m + "mlp.shared_experts.linear_fc1.weight"] = (whole(s + "gate_proj.weight")
+                                                                   + whole(s + "up_proj.weight"))
                 out[m + "mlp.shared_experts.linear_fc2.weight"] = whole(s + "down_proj.weight")
                 out[m + "mlp.shared_experts.gate_weight"] = whole(h + "mlp.shared_expert_gate.weight")
         else:
