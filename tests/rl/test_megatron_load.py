@@ -227,3 +227,26 @@ def test_backend_reading_model_path_equals_whole_weights(checkpoints: dict[str, 
                 assert sorted(whole) == sorted(path) and whole, (twin, parallel, r)
                 for name in whole:
                     assert torch.equal(whole[name], path[name]), (twin, parallel, r, mode, name)
+
+
+def test_engine_reads_shards_only_where_the_checkpoint_is_the_start() -> None:
+    """rl/run.py: workers read model.path themselves for megatron + model.path, not after a warm
+    start (the driver trained the weights), not on resume, not for the torch backend or a twin."""
+    from rl.config import parse_config
+    from rl.run import Engine
+
+    def recipe(**over) -> dict:
+        base = {"name": "x", "model": {"family": "qwen3_5_moe", "path": "tiny_qwen3_5_moe", "tokenizer": None},
+                "policy": {"backend": "megatron"}}
+        for key, value in over.items():
+            section, field = key.split("__")
+            base.setdefault(section, {})[field] = value
+        return base
+
+    assert Engine.shard_reads(parse_config(recipe()), resume=False)
+    assert not Engine.shard_reads(parse_config(recipe()), resume=True)
+    assert not Engine.shard_reads(parse_config(recipe(policy__backend="torch")), resume=False)
+    assert not Engine.shard_reads(parse_config(recipe(algorithm__warm_start={"steps": 5})), resume=False)
+    twin = recipe()
+    twin["model"] = {"family": "qwen3_5_moe", "path": None}
+    assert not Engine.shard_reads(parse_config(twin), resume=False)
