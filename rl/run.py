@@ -226,18 +226,28 @@ class Engine:
             env_keys=env_keys, device=device, precision=cfg.policy.precision, decode=decode)
         workers = [*ranks] if gen is None else [*ranks, gen]
 
-        # While the actors boot, build (and warm-start) the initial weights here.
+        # While the actors boot, build (and warm-start) the initial weights here, unless every
+        # worker reads its own from model.path (`shard_reads`).
         model_cfg = asdict(cfg.model)
-        model = build_model(model_cfg, vocab_size=len(tokenizer), seed=alg.seed)
+        self._model_cfg = model_cfg
+        shard_reads = self.shard_reads(cfg, resume=self.ckpt is not None)
+        if shard_reads:
+            model, config = None, _path_config(model_cfg)
+            log.info("weights: every worker reads its own from model.path (megatron: its shards only)")
+        else:
+            model = build_model(model_cfg, vocab_size=len(tokenizer), seed=alg.seed)
+            config = model.config
         # HF-format checkpoints (checkpoint.hf_format) save through the driver's model and tokenizer.
         self.model, self.tokenizer = (model if cfg.checkpoint.hf_format else None), tokenizer
-        if self.ckpt is None:
+        if shard_reads:
+            weights = None
+        elif self.ckpt is None:
             info = warm_start(model, tokenizer, env, asdict(alg.warm_start), seed=alg.seed, device=device)
             log.info("warm start: %s", info)
             weights = model.state_dict()
         else:
             weights = self.ckpt.policy
-        weights_ref = ray.put(weights)
+        weights_ref = ray.put(weights) if weights is not None else None
         teacher = self._teacher(tokenizer, env, device) if distill else None
         master = cluster.call([ranks[0]], "rendezvous_address")[0]
         backend_kwargs = {"model_cfg": model_cfg, "vocab_size": len(tokenizer), "seed": alg.seed,
@@ -253,7 +263,7 @@ class Engine:
             refs.append(gen.actor.setup.remote(model_cfg=model_cfg, vocab_size=len(tokenizer),
                                                seed=alg.seed, weights=weights_ref))
         topology = cluster.get(refs, [h.name for h in workers], timeout_s=300)[:world]
-        self.policy = PolicyGroup(cluster=cluster, ranks=ranks, flops_cfg=model.config,
+        self.policy = PolicyGroup(cluster=cluster, ranks=ranks, flops_cfg=config,
                                   device=cfg.cluster.device, num_ranks=world,
                                   record_invariant=self._record_invariant, topology=topology,
                                   timeout_s=cfg.limits.worker_timeout_s,
@@ -275,9 +285,28 @@ class Engine:
         else:
             self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=self._generate_fn(gen, tokenizer),
                                      refit=self._refit_fn(gen, ranks, placement), tokenizer=tokenizer, env=env,
-                                     store=path, layout=ImageLayout.of(model))
+                                     store=path, layout=ImageLayout.of(config))
         if self.ckpt is not None:
             self.driver.cursor = self.ckpt.cursor
+
+    @staticmethod
+    def shard_reads(cfg: RunConfig, *, resume: bool) -> bool:
+        """Whether the workers read their initial weights from `model.path` themselves instead of
+        the driver loading the whole model and shipping its state dict to each.
+
+        True for the megatron backend with `model.path` set, no warm start and no resume: each
+        policy rank then reads only the tensors and slices it holds (rl/backends/megatron_load.py)
+        and the generator, an HF model that needs every weight, loads the checkpoint itself. The
+        driver keeps only the config (FLOPs, the image layout); it loads the whole model only
+        to write an HF-format checkpoint (`checkpoint.hf_format`, at the first save: it writes
+        every weight anyway). Otherwise the driver's weights are the initial ones and it still
+        loads the model: a warm start trains it here (the weights are no longer the
+        checkpoint's), a resume ships the checkpoint's policy, a random-init twin
+        (`model.path: null`) is built here from its seed, and the torch backend holds whole
+        weights on every rank anyway.
+        """
+        return cfg.policy.backend == "megatron" and bool(cfg.model.path) and not resume \
+            and cfg.algorithm.warm_start.steps == 0
 
     def _teacher(self, student_tokenizer: Any, env: Any, device: str) -> dict[str, Any]:
         """The frozen teacher (built, warm-started on the task) and the projection between the
@@ -391,6 +420,10 @@ class Engine:
             step=step, cursor=self.driver.cursor, policy=state["policy"], optimizer=state["optimizer"],
             reference=state["reference"], rng=checkpoint.capture_rng()))
         if self.cfg.checkpoint.hf_format:
+            if self.model is None:  # shard_reads: the driver builds its HF model at the first HF save
+                from rl.models import build_model
+
+                self.model = build_model(self._model_cfg, vocab_size=len(self.tokenizer), seed=self.cfg.algorithm.seed)
             save_hf(self.model, self.tokenizer, state["policy"], path / "hf")
         if faults.at("checkpoint_corrupt", step):
             faults.garble(path / "tensors.pt")
@@ -408,6 +441,22 @@ class Engine:
                 log.exception("closing the data plane")
         if self.started_ray and ray.is_initialized():
             ray.shutdown()
+
+
+def _path_config(model_cfg: dict) -> Any:
+    """The HF config of the model at `model.path` (what `build_model(...).config` would be),
+    read from config.json alone: no weights."""
+    from rl.model_source import resolve_model_dir
+
+    directory = str(resolve_model_dir(model_cfg["path"]))
+    if model_cfg.get("modality", "text") == "vision":
+        from rl.models.vision import VL_FAMILIES
+
+        return VL_FAMILIES[model_cfg["family"]][0].from_pretrained(directory, local_files_only=True)
+    from rl.models.qwen3_5 import FAMILIES
+
+    return FAMILIES[model_cfg["family"]][0].from_pretrained(directory, local_files_only=True,
+                                                            **dict(model_cfg.get("config") or {}))
 
 
 def save_hf(model: Any, tokenizer: Any, weights: dict, out: Path) -> None:

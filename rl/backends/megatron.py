@@ -134,7 +134,7 @@ class MegatronBackend:
     """
 
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: dict, micro_batch_size: int,
-                 weights: dict[str, torch.Tensor], seed: int, parallel: dict | None = None,
+                 weights: dict[str, torch.Tensor] | None, seed: int, parallel: dict | None = None,
                  precision: str = "fp32", distributed_optimizer: bool = False, compile: bool = False) -> None:
         if compile and megatron_shims.on_cpu():
             raise ValueError(mcomp.CPU_REFUSAL)
@@ -162,8 +162,9 @@ class MegatronBackend:
         if self.parallel.pp > 1 and self.hf_config.tie_word_embeddings:
             raise ValueError("model.config.tie_word_embeddings: tied embeddings are not supported with "
                              "policy.parallel.pp > 1 (the first and last stages would share a weight)")
-        self.gpt = self._build(weights)
-        self.reference_gpt = self._build(weights).requires_grad_(False)
+        local, visual = self._local_weights(weights, model_cfg)
+        self.gpt = self._build(local, visual)
+        self.reference_gpt = self._build(local, visual).requires_grad_(False)
         # policy.compile: fused layers; with tp 1 the log-prob reads bf16 logits (megatron_compile)
         self.fused_logprobs = compile and self.parallel.tp == 1
         self._logits_kwargs = {"fp32_output": False} if self.fused_logprobs and self.config.bf16 else {}
@@ -186,9 +187,28 @@ class MegatronBackend:
 
     # --- construction --------------------------------------------------------------------------
 
-    def _build(self, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
-        """GPTModel (or, for a VL model, GPTModel + vision tower) holding this rank's shard of `weights`."""
-        text, visual = mvis.split_hf(weights) if self.vl_config else (weights, None)
+    def _local_weights(self, weights: dict[str, torch.Tensor] | None, model_cfg: dict
+                       ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """This rank's GPTModel state dict and the vision tower's (VL, first stage; else {}):
+        cut from the whole HF `weights`, or, when `weights` is None, read from `model.path`
+        (only this rank's tensors and slices: `rl.backends.megatron_load`)."""
+        if weights is not None:
+            text, visual = mvis.split_hf(weights) if self.vl_config else (weights, {})
+            return self._shard(text), visual if self.first_stage else {}
+        if not model_cfg.get("path"):
+            raise ValueError("MegatronBackend: weights=None reads model.path, but model.path is not set")
+        from rl.backends import megatron_load
+        from rl.model_source import resolve_model_dir
+
+        ckpt = megatron_load.SafetensorsCheckpoint(resolve_model_dir(model_cfg["path"]))
+        return megatron_load.load_rank(ckpt, self.hf_config, rank=self.rank, num_experts=self.num_experts,
+                                       sections=conv.gdn_sections(self.hf_config), offset=self.layer_offset,
+                                       count=self.layer_count, first=self.first_stage, last=self.last_stage,
+                                       vision=self.vl_config is not None)
+
+    def _build(self, local: dict[str, torch.Tensor], visual: dict[str, torch.Tensor]) -> torch.nn.Module:
+        """GPTModel (or, for a VL model, GPTModel + vision tower) holding this rank's shard `local`
+        (and, on the first stage of a VL model, the tower's weights `visual`)."""
         rope = mcfg.gpt_rope_kwargs(self.hf_config)
         if self.vl_config:  # image features go in before the sequence-parallel scatter
             rope.update(scatter_embedding_sequence_parallel=False)
@@ -198,7 +218,6 @@ class MegatronBackend:
                        post_process=self.last_stage,
                        share_embeddings_and_output_weights=bool(self.hf_config.tie_word_embeddings), **rope)
         gpt.rotary_pos_emb = mcfg.interleaved_mrope(self.hf_config)
-        local = self._shard(text)
         result = gpt.load_state_dict(local, strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
         if missing or result.unexpected_keys:

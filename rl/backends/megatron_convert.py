@@ -27,18 +27,38 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-__all__ = ["ShardRank", "gather_full", "gdn_sections", "hf_to_mcore", "mcore_to_hf", "shard", "split_rule"]
+__all__ = ["Piece", "ShardRank", "gather_full", "gdn_sections", "hf_to_mcore", "layout_shape", "local_entry",
+           "mcore_layout", "mcore_to_hf", "shard", "split_ranges", "split_rule"]
 
 _L = "decoder.layers.{}."
 
 
-def _qkv_from_hf(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg) -> torch.Tensor:
+@dataclass(frozen=True)
+class Piece:
+    """Rows [start, stop) of the HF tensor `name` (of its expert `expert`: HF stacks experts in
+    dim 0). Every megatron tensor is its pieces concatenated along dim 0 (`mcore_layout`)."""
+
+    name: str
+    start: int
+    stop: int
+    expert: int | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+def _qkv_pieces(q: str, k: str, v: str, cfg) -> list[Piece]:
+    """linear_qkv: per query group g, [q rows of g's heads; their output gates; k_g; v_g]. HF's
+    q_proj rows are per head [q_h; gate_h]."""
     heads, groups, dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     per = heads // groups
-    qg = q.view(groups, per, 2, dim, -1)  # [g, heads/group, (q, gate), dim, H]
-    parts = [qg[:, :, 0].reshape(groups, per * dim, -1), qg[:, :, 1].reshape(groups, per * dim, -1),
-             k.view(groups, dim, -1), v.view(groups, dim, -1)]
-    return torch.cat(parts, dim=1).reshape(-1, q.shape[-1])
+    out = []
+    for g in range(groups):
+        for half in (0, 1):  # q, then the gates
+            out += [Piece(q, (2 * h + half) * dim, (2 * h + half + 1) * dim) for h in range(g * per, (g + 1) * per)]
+        out += [Piece(k, g * dim, (g + 1) * dim), Piece(v, g * dim, (g + 1) * dim)]
+    return out
 
 
 def _qkv_to_hf(qkv: torch.Tensor, cfg) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -64,13 +84,6 @@ def gdn_sections(cfg) -> dict[str, tuple[int, ...]]:
             "self_attention.conv1d.weight": (qk, qk, v)}
 
 
-def _gdn_from_hf(hf: dict[str, torch.Tensor], h: str, m: str) -> dict[str, torch.Tensor]:
-    out = {m + name: hf[h + name] for name in _GDN_SAME}
-    out[m + "in_proj.weight"] = torch.cat([hf[h + f"in_proj_{p}.weight"] for p in ("qkv", "z", "b", "a")])
-    out[m + "out_norm.weight"] = hf[h + "norm.weight"]
-    return out
-
-
 def _gdn_to_hf(full: dict[str, torch.Tensor], m: str, h: str, cfg) -> dict[str, torch.Tensor]:
     out = {h + name: full[m + name] for name in _GDN_SAME}
     qk, _, v, z, b, a = gdn_sections(cfg)["self_attention.in_proj.weight"]
@@ -80,40 +93,78 @@ def _gdn_to_hf(full: dict[str, torch.Tensor], m: str, h: str, cfg) -> dict[str, 
     return out
 
 
-def hf_to_mcore(hf: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
-    """HF Qwen3_5(Moe)ForCausalLM state dict -> full megatron-core GPTModel dict (TP=EP=1 names)."""
-    out = {"embedding.word_embeddings.weight": hf["model.embed_tokens.weight"],
-           "decoder.final_layernorm.weight": hf["model.norm.weight"],
-           "output_layer.weight": hf["lm_head.weight"] if "lm_head.weight" in hf else hf["model.embed_tokens.weight"]}
+def mcore_layout(cfg, shapes: dict[str, tuple[int, ...]]) -> dict[str, list[Piece]]:
+    """Which HF tensors, and which of their rows, make each full megatron-core tensor (TP=EP=1
+    names, global expert numbers): the one statement of the HF -> megatron layout, used by
+    `hf_to_mcore` (a whole HF dict in memory) and by `rl.backends.megatron_load` (a rank reading
+    its slices from safetensors files).
+
+    `shapes`: the HF text tensors there are (HF causal-LM names, as `split_hf` gives them) and
+    their shapes; which layers are linear attention, MoE or have a shared expert, and whether
+    `lm_head` is tied, follow from which names are present.
+    """
+    def whole(name: str) -> list[Piece]:
+        return [Piece(name, 0, shapes[name][0])]
+
+    def expert(name: str, e: int) -> list[Piece]:
+        return [Piece(name, 0, shapes[name][1], e)]
+
+    out = {"embedding.word_embeddings.weight": whole("model.embed_tokens.weight"),
+           "decoder.final_layernorm.weight": whole("model.norm.weight"),
+           "output_layer.weight": whole("lm_head.weight" if "lm_head.weight" in shapes
+                                        else "model.embed_tokens.weight")}
     for i in range(cfg.num_hidden_layers):
         h, m = f"model.layers.{i}.", _L.format(i)
-        out[m + "input_layernorm.weight"] = hf[h + "input_layernorm.weight"]
-        out[m + "pre_mlp_layernorm.weight"] = hf[h + "post_attention_layernorm.weight"]
-        if h + "linear_attn.in_proj_qkv.weight" in hf:
-            out.update(_gdn_from_hf(hf, h + "linear_attn.", m + "self_attention."))
+        out[m + "input_layernorm.weight"] = whole(h + "input_layernorm.weight")
+        out[m + "pre_mlp_layernorm.weight"] = whole(h + "post_attention_layernorm.weight")
+        if h + "linear_attn.in_proj_qkv.weight" in shapes:
+            g, sa = h + "linear_attn.", m + "self_attention."
+            out.update({sa + name: whole(g + name) for name in _GDN_SAME})
+            out[sa + "in_proj.weight"] = [p for part in ("qkv", "z", "b", "a")
+                                          for p in whole(g + f"in_proj_{part}.weight")]
+            out[sa + "out_norm.weight"] = whole(g + "norm.weight")
         else:
-            a = h + "self_attn."
-            out[m + "self_attention.linear_qkv.weight"] = _qkv_from_hf(
-                hf[a + "q_proj.weight"], hf[a + "k_proj.weight"], hf[a + "v_proj.weight"], cfg)
-            out[m + "self_attention.linear_proj.weight"] = hf[a + "o_proj.weight"]
-            out[m + "self_attention.q_layernorm.weight"] = hf[a + "q_norm.weight"]
-            out[m + "self_attention.k_layernorm.weight"] = hf[a + "k_norm.weight"]
-        if f"{h}mlp.gate.weight" in hf:
-            out[m + "mlp.router.weight"] = hf[h + "mlp.gate.weight"]
-            gate_up, down = hf[h + "mlp.experts.gate_up_proj"], hf[h + "mlp.experts.down_proj"]
-            for e in range(gate_up.shape[0]):
-                out[m + f"mlp.experts.local_experts.{e}.linear_fc1.weight"] = gate_up[e]
-                out[m + f"mlp.experts.local_experts.{e}.linear_fc2.weight"] = down[e]
+            a, sa = h + "self_attn.", m + "self_attention."
+            out[sa + "linear_qkv.weight"] = _qkv_pieces(a + "q_proj.weight", a + "k_proj.weight",
+                                                        a + "v_proj.weight", cfg)
+            out[sa + "linear_proj.weight"] = whole(a + "o_proj.weight")
+            out[sa + "q_layernorm.weight"] = whole(a + "q_norm.weight")
+            out[sa + "k_layernorm.weight"] = whole(a + "k_norm.weight")
+        if h + "mlp.gate.weight" in shapes:
+            out[m + "mlp.router.weight"] = whole(h + "mlp.gate.weight")
+            gate_up, down = h + "mlp.experts.gate_up_proj", h + "mlp.experts.down_proj"
+            for e in range(shapes[gate_up][0]):  # [E, 2I, H] = [gate; up] per expert, [E, H, I]
+                out[m + f"mlp.experts.local_experts.{e}.linear_fc1.weight"] = expert(gate_up, e)
+                out[m + f"mlp.experts.local_experts.{e}.linear_fc2.weight"] = expert(down, e)
             s = h + "mlp.shared_expert."
-            if s + "gate_proj.weight" in hf:
-                out[m + "mlp.shared_experts.linear_fc1.weight"] = torch.cat(
-                    [hf[s + "gate_proj.weight"], hf[s + "up_proj.weight"]])
-                out[m + "mlp.shared_experts.linear_fc2.weight"] = hf[s + "down_proj.weight"]
-                out[m + "mlp.shared_experts.gate_weight"] = hf[h + "mlp.shared_expert_gate.weight"]
+            if s + "gate_proj.weight" in shapes:
+                out[m + "mlp.shared_experts.linear_fc1.weight"] = (whole(s + "gate_proj.weight")
+                                                                   + whole(s + "up_proj.weight"))
+                out[m + "mlp.shared_experts.linear_fc2.weight"] = whole(s + "down_proj.weight")
+                out[m + "mlp.shared_experts.gate_weight"] = whole(h + "mlp.shared_expert_gate.weight")
         else:
-            out[m + "mlp.linear_fc1.weight"] = torch.cat([hf[h + "mlp.gate_proj.weight"], hf[h + "mlp.up_proj.weight"]])
-            out[m + "mlp.linear_fc2.weight"] = hf[h + "mlp.down_proj.weight"]
-    return {k: v.detach().clone() for k, v in out.items()}
+            out[m + "mlp.linear_fc1.weight"] = whole(h + "mlp.gate_proj.weight") + whole(h + "mlp.up_proj.weight")
+            out[m + "mlp.linear_fc2.weight"] = whole(h + "mlp.down_proj.weight")
+    return out
+
+
+def layout_shape(pieces: list[Piece], shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    """The shape of the megatron tensor `pieces` make."""
+    first = pieces[0]
+    rest = shapes[first.name][2 if first.expert is not None else 1:]
+    return (sum(p.rows for p in pieces), *rest)
+
+
+def hf_to_mcore(hf: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
+    """HF Qwen3_5(Moe)ForCausalLM state dict -> full megatron-core GPTModel dict (TP=EP=1 names)."""
+    layout = mcore_layout(cfg, {k: tuple(v.shape) for k, v in hf.items()})
+
+    def rows(p: Piece) -> torch.Tensor:
+        t = hf[p.name] if p.expert is None else hf[p.name][p.expert]
+        return t.detach()[p.start:p.stop]
+
+    return {name: torch.cat([rows(p) for p in pieces]) if len(pieces) > 1 else rows(pieces[0]).clone()
+            for name, pieces in layout.items()}
 
 
 def mcore_to_hf(full: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
@@ -197,16 +248,37 @@ def _sections_of(name: str, t: torch.Tensor, sections: dict[str, tuple[int, ...]
     return [n // parts for n in sections[suffix]]
 
 
-def _split(name: str, t: torch.Tensor, rank: int, size: int, sections=None) -> torch.Tensor:
+def _chunk(start: int, stop: int, rank: int, size: int) -> tuple[int, int]:
+    """Rank `rank`'s part of [start, stop) cut in `size` (as `torch.chunk` cuts)."""
+    step = -(-(stop - start) // size)
+    low = min(start + rank * step, stop)
+    return low, min(low + step, stop)
+
+
+def split_ranges(name: str, shape: tuple[int, ...], rank: int, size: int, sections=None
+                 ) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+    """Which part of the full tensor `name` (of `shape`) rank `rank` of `size` holds: its row
+    ranges, in order, and its column range (None: all columns). The one statement of the TP split
+    (`split_rule`), used by `shard` on a tensor in memory and by `rl.backends.megatron_load` on
+    a safetensors file."""
     rule = split_rule(name)
     if size == 1 or rule == "none":
-        return t
+        return [(0, shape[0])], None
     if rule == "rows":
-        return t.chunk(size, dim=0)[rank]
+        return [_chunk(0, shape[0], rank, size)], None
     if rule == "cols":
-        return t.chunk(size, dim=1)[rank]
-    pieces = torch.split(t, _sections_of(name, t, sections), dim=0)
-    return torch.cat([p.chunk(size, dim=0)[rank] for p in pieces])
+        return [(0, shape[0])], _chunk(0, shape[1], rank, size)
+    sizes = _sections_of(name, torch.empty(shape[0], 0), sections)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [_chunk(start, start + n, rank, size) for start, n in zip(starts, sizes)], None
+
+
+def _split(name: str, t: torch.Tensor, rank: int, size: int, sections=None) -> torch.Tensor:
+    ranges, cols = split_ranges(name, tuple(t.shape), rank, size, sections)
+    if size == 1 or split_rule(name) == "none":
+        return t
+    out = torch.cat([t[a:b] for a, b in ranges]) if len(ranges) > 1 else t[ranges[0][0]:ranges[0][1]]
+    return out if cols is None else out[:, cols[0]:cols[1]]
 
 
 def _join(name: str, parts: list[torch.Tensor], sections=None) -> torch.Tensor:
@@ -221,22 +293,32 @@ def _join(name: str, parts: list[torch.Tensor], sections=None) -> torch.Tensor:
     return torch.cat([rank_pieces[i] for i in range(len(split[0])) for rank_pieces in split])
 
 
+def local_entry(name: str, *, rank: ShardRank, num_experts: int = 0,
+                sections: dict[str, tuple[int, ...]] | None = None
+                ) -> tuple[str, int, int, dict[str, tuple[int, ...]] | None] | None:
+    """Where full tensor `name` goes on this rank: (its local name, the rank and size of the group
+    that splits it, the sections), or None when the rank does not hold it (another expert-parallel
+    rank's expert). Experts are renumbered from 0 on each EP rank and split over expert-TP."""
+    match = _EXPERT.match(name)
+    if not match:
+        return name, rank.tp_rank, rank.tp_size, sections
+    local_experts = num_experts // rank.ep_size
+    e = int(match.group(2))
+    if e // local_experts != rank.ep_rank:
+        return None
+    return f"{match.group(1)}{e % local_experts}{match.group(3)}", rank.etp_rank, rank.etp_size, None
+
+
 def shard(full: dict[str, torch.Tensor], *, rank: ShardRank, num_experts: int = 0,
           sections: dict[str, tuple[int, ...]] | None = None) -> dict[str, torch.Tensor]:
     """This rank's GPTModel state dict from the full dict (experts renumbered locally);
     `sections`: `gdn_sections(cfg)` when the model has linear-attention layers."""
-    local_experts = num_experts // rank.ep_size if num_experts else 0
     out = {}
     for name, t in full.items():
-        match = _EXPERT.match(name)
-        if match:
-            e = int(match.group(2))
-            if e // local_experts != rank.ep_rank:
-                continue
-            local = f"{match.group(1)}{e % local_experts}{match.group(3)}"
-            out[local] = _split(name, t, rank.etp_rank, rank.etp_size).clone()
-        else:
-            out[name] = _split(name, t, rank.tp_rank, rank.tp_size, sections).clone()
+        entry = local_entry(name, rank=rank, num_experts=num_experts, sections=sections)
+        if entry is not None:
+            local, r, size, secs = entry
+            out[local] = _split(name, t, r, size, secs).clone()
     return out
 
 

@@ -42,9 +42,14 @@ class GenerationWorker(WorkerBase):
         self.version = -1
         self.channel: RefitChannel | None = None
 
-    def setup(self, *, model_cfg: dict, vocab_size: int, seed: int, weights: dict[str, torch.Tensor]) -> None:
+    def setup(self, *, model_cfg: dict, vocab_size: int, seed: int, weights: dict[str, torch.Tensor] | None) -> None:
+        """Build the generation model; `weights` None: keep the checkpoint at `model.path` as
+        `build_model` loaded it (the driver did not load it: rl/run.py `shard_reads`)."""
+        if weights is None and not model_cfg.get("path"):
+            raise ValueError(f"{self.name}: no weights given and model.path is not set")
         self.model = build_model(model_cfg, vocab_size=vocab_size, seed=seed)
-        self.model.load_state_dict(weights)
+        if weights is not None:
+            self.model.load_state_dict(weights)
         self.model.to(device=self.device, dtype=self.dtype)
         self.model.eval()
         if self.decode != "eager":

@@ -64,8 +64,9 @@ class PolicyWorker(WorkerBase):
         return self.host_ip(), port
 
     def setup(self, *, master: tuple[str, int], backend: str, backend_kwargs: dict[str, Any],
-              weights: dict[str, torch.Tensor], teacher: Any = None) -> dict[str, Any]:
-        """Join the process group, build the backend from `weights` (also the reference) and,
+              weights: dict[str, torch.Tensor] | None, teacher: Any = None) -> dict[str, Any]:
+        """Join the process group, build the backend from `weights` (also the reference; None:
+        the megatron backend reads this rank's shards from `model.path`) and,
         for distillation, the frozen teacher (`rl.distill.step.TeacherSpec`); return this rank's
         place in the data-parallel layout."""
         if self.world_size > 1:
