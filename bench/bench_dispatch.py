@@ -8,7 +8,7 @@ One step of the meta path of `get_logprobs`, through the real code (`rl.data.dp_
 
 1. rollout put: the driver puts the step's rollout (input_ids, attention_mask, response_mask
    int64 `[N, T]`, gen_logprobs fp32 `[N, T]`, advantages fp32 `[N]`; lognormal lengths) under
-   minted keys, as `TQPath.put_rollout` does, and drops its own tensors;
+   minted keys, as `TQPlane.put_rollout` does, and drops its own tensors;
 2. dispatch: `group.get_logprobs(meta)` on a policy group of DP 64 simulated ranks: the decorator
    shards by sequence length, fans the shards out, each rank reads `input_ids` and
    `attention_mask` of its shard from the store, writes `prev_logprobs` and returns its receipt;

@@ -177,7 +177,7 @@ class Engine:
         self.runlog = runlog
         self.ckpt = ckpt
         self.cluster: Any = None
-        self.store: Any = None
+        self.plane: Any = None  # the data-plane backend (rl/data/plane.py)
         self.started_ray = False
         self.step = runlog.last_step
 
@@ -188,6 +188,7 @@ class Engine:
 
         from rl.algorithms.grpo import GRPODriver
         from rl.cluster import Cluster, start_ray
+        from rl.data.plane import plane_class
         from rl.envs import make_env
         from rl.placement import plan_placement
         from rl.models import ImageLayout, build_model
@@ -195,7 +196,6 @@ class Engine:
         from rl.generation.decode_mode import resolve_decode
         from rl.warm_start import warm_start
         from rl.workers import GenerationWorker, PolicyWorker
-        from rl.workers.data_path import LegacyPath, TQPath
         from rl.workers.group import PolicyGroup
 
         cfg, alg = self.cfg, self.cfg.algorithm
@@ -204,21 +204,20 @@ class Engine:
         placement = plan_placement(device=cfg.cluster.device, world_size=world,
                                    colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes)
         device = "cuda" if placement.gpu else "cpu"
-        # Logical CPUs: our workers take fractions; TransferQueue's controller and each storage
-        # unit ask for a whole CPU, so a TQ run reserves those on top (2 cores would hang).
-        tq_cpus = 1 + cfg.data_plane.tq.num_storage_units if cfg.data_plane.backend == "tq" else 0
-        self.started_ray = start_ray(num_cpus=max(placement.num_cpus, 2) + tq_cpus, num_gpus=placement.num_gpus)
+        # Logical CPUs: our workers take fractions; a data plane's own actors may ask for whole
+        # CPUs (TransferQueue's do), so those are reserved on top.
+        plane = plane_class(cfg.data_plane.backend)
+        self.started_ray = start_ray(num_cpus=max(placement.num_cpus, 2) + plane.ray_cpus(cfg.data_plane),
+                                     num_gpus=placement.num_gpus)
         _catch_signals()  # ray.init installs its own handlers; ours win
         tokenizer = load_tokenizer(cfg.model.tokenizer, model_path=cfg.model.path)
         env = make_env({"name": cfg.task.name, "params": cfg.task.params},
                        data=asdict(cfg.data), tokenizer=tokenizer)
-        if cfg.data_plane.backend == "tq":
-            from rl.data.tq_store import TQStore, tq_conf
-
-            self.store = TQStore.start(tq_conf(num_storage_units=cfg.data_plane.tq.num_storage_units))
+        self.plane = plane.open(cfg.data_plane, group_size=alg.generations_per_prompt)
         self.cluster = cluster = Cluster(placement=placement, env_vars=dict(cfg.env))
         ranks = [cluster.spawn(PolicyWorker, slot=placement.policy[r], name=f"policy-{r}", role="policy",
-                               rank=r, world_size=world, env_keys=env_keys, data_plane=self.store, device=device)
+                               rank=r, world_size=world, env_keys=env_keys, data_plane=self.plane.worker_client,
+                               device=device)
                  for r in range(world)]
         decode = resolve_decode(cfg.generation.decode, gpu=placement.gpu, vision=cfg.model.modality == "vision")
         gen = None if distill else cluster.spawn(
@@ -273,19 +272,17 @@ class Engine:
             self.policy.load_checkpoint(policy=c.policy, optimizer=c.optimizer, reference=c.reference)
             checkpoint.restore_rng(c.rng)
         self._report_env(workers)
-        G = alg.generations_per_prompt
-        path = TQPath(store=self.store, group_size=G) if self.store is not None else LegacyPath(group_size=G)
         if distill:
             from rl.distill.driver import DistillDriver
 
             self.driver = DistillDriver(cfg=cfg, policy=self.policy, student=teacher["student_side"],
-                                        teacher=teacher["teacher_side"], env=env, store=path,
+                                        teacher=teacher["teacher_side"], env=env, store=self.plane,
                                         record_invariant=self._record_invariant,
                                         projection_shape=teacher["spec"].projection.shape)
         else:
             self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=self._generate_fn(gen, tokenizer),
                                      refit=self._refit_fn(gen, ranks, placement), tokenizer=tokenizer, env=env,
-                                     store=path, layout=ImageLayout.of(config))
+                                     store=self.plane, layout=ImageLayout.of(config))
         if self.ckpt is not None:
             self.driver.cursor = self.ckpt.cursor
 
@@ -434,9 +431,9 @@ class Engine:
 
         if self.cluster is not None:
             self.cluster.shutdown()
-        if self.store is not None:
+        if self.plane is not None:
             try:
-                self.store.close()
+                self.plane.close()
             except Exception:  # noqa: BLE001 - best effort on the way out
                 log.exception("closing the data plane")
         if self.started_ray and ray.is_initialized():

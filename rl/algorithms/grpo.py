@@ -3,7 +3,7 @@
 Per step: sample prompts (a pure function of seed and data cursor), repeat each G times,
 generate, score, compute advantages, get previous and reference log-probs from the policy
 ranks, train, refit the generator. The two data paths differ only in how rows reach the
-workers (`rl/workers/data_path.py`); they give the same rows to the same ranks in the
+workers (`rl/data/plane.py`); they give the same rows to the same ranks in the
 same order for training and fixed-shape micro-batches everywhere, so their metrics are
 bitwise identical (the parity test checks it).
 """
@@ -19,7 +19,7 @@ from rl.algorithms.advantages import dynamic_sampling_keep, grpo_advantages
 from rl.config import RunConfig
 from rl.generation import Generation, decode_responses
 from rl.metrics import Timer
-from rl.metrics.mfu import mfu
+from rl.metrics.mfu import performance_metrics
 from rl.models.image_inputs import ImageLayout, encode_prompts
 
 __all__ = ["GRPODriver", "logprob_digest"]
@@ -202,15 +202,11 @@ class GRPODriver:
         }
         for key in TIMING_KEYS:
             out[f"timing/train/{key}"] = seconds.get(f"timing/train/{key}", 0.0)
-        total_s = out["timing/train/total"]
-        tokens = int(ro.lengths.sum())
-        out["performance/tokens_per_sec_per_gpu"] = tokens / total_s / out["num_ranks"]
-        out["performance/mfu"] = mfu(out["total_flops"], out["timing/train/training"],
-                                     out["theoretical_tflops"])
-        # Per phase: what the generator and the trainer each sustain (the whole batch, all GPUs).
-        out["performance/generation_tokens_per_sec"] = float(response_lengths.sum()) / max(
-            out["timing/train/generation"], 1e-9)
-        out["performance/train_tokens_per_sec"] = tokens / max(out["timing/train/training"], 1e-9)
+        out.update(performance_metrics(
+            tokens=int(ro.lengths.sum()), total_flops=out["total_flops"], theoretical_tflops=out["theoretical_tflops"],
+            num_ranks=out["num_ranks"], step_seconds=out["timing/train/total"],
+            train_seconds=out["timing/train/training"], generated_tokens=float(response_lengths.sum()),
+            generation_seconds=out["timing/train/generation"]))
         if "peak_memory_gib" in train:  # GPU runs: the largest of any rank's peak
             out["performance/peak_memory_gib"] = train["peak_memory_gib"]
         return out

@@ -86,10 +86,6 @@ class BatchedDataDict(dict):
             raise DataIntegrityError(f"BatchedDataDict columns differ in rows: {sizes}")
         return next(iter(sizes.values()))
 
-    def get_dict(self) -> dict[str, Column]:
-        """A plain dict with the same columns (no copy of the data)."""
-        return dict(self)
-
     # --- row selection -------------------------------------------------------------------
 
     def select_indices(self, indices: Sequence[int] | torch.Tensor) -> BatchedDataDict:

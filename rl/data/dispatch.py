@@ -10,16 +10,18 @@ The protocol between the decorator and the driver-side policy group (the engine 
 * optional `self._record_invariant(record: dict)` - receives one `dispatch_row_order` record
   per row-shaped meta-path dispatch (docs/architecture.md; the engine adds `step`).
 
-Input kinds: a `BatchedDataDict` runs the undecorated body untouched (legacy path). One
-`KVBatchMeta` is sharded by `shard_keys_by_seqlen`, fanned out, and row-shaped results are
-put back in the caller's `meta.keys` order. A `list[KVBatchMeta]` (one per rank) is fanned
-out as given and results are concatenated in rank order, never reordered; a key given twice
-(on two ranks or within one meta) is refused before any worker runs.
+Input kinds, each registered with `_plan` (functools.singledispatch), so the decorator body
+never asks which data path it is on: a `BatchedDataDict` runs the undecorated body untouched
+(legacy path). One `KVBatchMeta` is sharded by `shard_keys_by_seqlen`, fanned out, and
+row-shaped results are put back in the caller's `meta.keys` order. A `list[KVBatchMeta]` (one
+per rank) is fanned out as given and results are concatenated in rank order, never reordered;
+a key given twice (on two ranks or within one meta) is refused before any worker runs.
 
-Row-shaped results carry their keys: a `KVBatchMeta` (the worker wrote columns to the store),
-or a mapping with a `"keys"` list plus row columns (tensors/lists, one entry per key). Other
-results (train's metrics dict) are not row-shaped: the aggregate is rank 0's result, and the
-post hook sees every rank's.
+Row-shaped results carry their keys; `row_kind` (registered per type the same way) says how
+each kind is keyed, concatenated and reordered (`RowKind`): a `KVBatchMeta` (`MetaRows`: the
+worker wrote columns to the store), or a mapping with a `"keys"` list plus row columns
+(`ColumnRows`: tensors/lists, one entry per key). Other results (train's metrics dict) are not
+row-shaped: the aggregate is rank 0's result, and the post hook sees every rank's.
 
 Restoring order: shard-concatenated row j is the caller's row `order[j]`, so the output is
 `out[order[j]] = concat[j]`, i.e. gather with the inverse of `order`. Gathering with `order`
@@ -41,7 +43,8 @@ from rl.data.errors import DataIntegrityError
 from rl.data.kv_meta import KVBatchMeta
 from rl.data.sharding import ORIGINAL_INDICES, shard_keys_by_seqlen
 
-__all__ = ["dp_dispatch", "caller_order_gather", "flops_post_train", "original_lengths", "ROW_KEYS"]
+__all__ = ["ROW_KEYS", "ColumnRows", "MetaRows", "RowKind", "caller_order_gather", "dp_dispatch", "flops_post_train",
+           "original_lengths", "row_kind"]
 
 ROW_KEYS = "keys"
 INVARIANT = "dispatch_row_order"
@@ -66,51 +69,100 @@ def caller_order_gather(order: Sequence[int]) -> list[int]:
     return gather.tolist()
 
 
-def _is_row_shaped(result: Any) -> bool:
-    return isinstance(result, KVBatchMeta) or (isinstance(result, Mapping) and ROW_KEYS in result)
+class RowKind:
+    """How one kind of row-shaped rank result is keyed, joined in rank order and reordered."""
+
+    name = "rows"
+
+    def keys(self, result: Any) -> list[str]:
+        raise NotImplementedError
+
+    def concat(self, raw: list[Any], method: str) -> Any:
+        raise NotImplementedError
+
+    def take(self, rows: Any, gather: list[int], method: str) -> Any:
+        raise NotImplementedError
 
 
-def _result_keys(result: Any) -> list[str]:
-    return list(result.keys) if isinstance(result, KVBatchMeta) else list(result[ROW_KEYS])
+class MetaRows(RowKind):
+    """Receipts: the worker wrote its columns to the store."""
 
+    name = "KVBatchMeta"
 
-def _concat_rows(raw: list[Any], method: str) -> Any:
-    """Concatenate row-shaped rank results in rank order (2-D tensors right-padded with 0)."""
-    if all(isinstance(r, KVBatchMeta) for r in raw):
+    def keys(self, result: KVBatchMeta) -> list[str]:
+        return list(result.keys)
+
+    def concat(self, raw: list[KVBatchMeta], method: str) -> KVBatchMeta:
         return KVBatchMeta.concat(*raw)
-    if not all(isinstance(r, Mapping) for r in raw):
-        kinds = sorted({type(r).__name__ for r in raw})
-        raise DataIntegrityError(f"{method}: ranks returned mixed row-shaped kinds {kinds}")
-    for rank, result in enumerate(raw):
-        rows = len(result[ROW_KEYS])
-        for name, column in result.items():
-            size = column.shape[0] if hasattr(column, "shape") else len(column)
-            if size != rows:
-                raise DataIntegrityError(
-                    f"{method}: rank {rank} result column {name!r} has {size} rows for {rows} keys")
-    merged = BatchedDataDict.from_batches(list(raw))
-    return merged if isinstance(raw[0], BatchedDataDict) else dict(merged)
 
-
-def _take(rows: Any, gather: list[int], method: str) -> Any:
-    """Rows `gather` of the concatenated results (`gather` is a permutation of their indices)."""
-    if isinstance(rows, KVBatchMeta):
+    def take(self, rows: KVBatchMeta, gather: list[int], method: str) -> KVBatchMeta:
         if len(rows) != len(gather):
-            raise DataIntegrityError(
-                f"{method}: ranks returned {len(rows)} rows for {len(gather)} caller rows")
+            raise DataIntegrityError(f"{method}: ranks returned {len(rows)} rows for {len(gather)} caller rows")
         # No per-index re-check: `gather` is a checked permutation, and _check_rows compares
         # the result's keys with the caller's whatever the index arithmetic did.
         return rows._rows(gather, rows._batch_extra())
-    if len(rows[ROW_KEYS]) != len(gather):
-        raise DataIntegrityError(
-            f"{method}: ranks returned {len(rows[ROW_KEYS])} rows for {len(gather)} caller rows")
-    taken = BatchedDataDict(rows).select_indices(gather)
-    return taken if isinstance(rows, BatchedDataDict) else dict(taken)
 
 
-def _check_rows(self: Any, method: str, out: Any, expected: Sequence[str]) -> None:
+class ColumnRows(RowKind):
+    """A mapping with a `"keys"` list and row columns (tensors/lists); comes back as `container`."""
+
+    def __init__(self, container: type) -> None:
+        self.container = container
+        self.name = container.__name__
+
+    def keys(self, result: Mapping[str, Any]) -> list[str]:
+        return list(result[ROW_KEYS])
+
+    def concat(self, raw: list[Mapping[str, Any]], method: str) -> BatchedDataDict:
+        """2-D tensors right-padded with 0."""
+        for rank, result in enumerate(raw):
+            rows = len(result[ROW_KEYS])
+            for name, column in result.items():
+                size = column.shape[0] if hasattr(column, "shape") else len(column)
+                if size != rows:
+                    raise DataIntegrityError(
+                        f"{method}: rank {rank} result column {name!r} has {size} rows for {rows} keys")
+        return BatchedDataDict.from_batches(list(raw))
+
+    def take(self, rows: BatchedDataDict, gather: list[int], method: str) -> Any:
+        if len(rows[ROW_KEYS]) != len(gather):
+            raise DataIntegrityError(
+                f"{method}: ranks returned {len(rows[ROW_KEYS])} rows for {len(gather)} caller rows")
+        taken = rows.select_indices(gather)
+        return taken if self.container is BatchedDataDict else self.container(taken)
+
+
+@functools.singledispatch
+def row_kind(result: Any) -> RowKind | None:
+    """The kind of a rank's result, or None when it is not row-shaped (train's metrics dict)."""
+    return None
+
+
+@row_kind.register
+def _(result: KVBatchMeta) -> RowKind:
+    return MetaRows()
+
+
+@row_kind.register
+def _(result: BatchedDataDict) -> RowKind | None:
+    return ColumnRows(BatchedDataDict) if ROW_KEYS in result else None
+
+
+@row_kind.register
+def _(result: Mapping) -> RowKind | None:
+    return ColumnRows(dict) if ROW_KEYS in result else None
+
+
+def _one_kind(kinds: list[RowKind], method: str) -> RowKind:
+    """The kind every rank returned (rank 0's container for mappings); mixed kinds are refused."""
+    if len({type(k) for k in kinds}) > 1:
+        raise DataIntegrityError(f"{method}: ranks returned mixed row-shaped kinds {sorted({k.name for k in kinds})}")
+    return kinds[0]
+
+
+def _check_rows(self: Any, method: str, kind: RowKind, out: Any, expected: Sequence[str]) -> None:
     """Verify output keys == caller keys; report through `_record_invariant`; raise on mismatch."""
-    got = _result_keys(out)
+    got = kind.keys(out)
     expected = list(expected)
     ok = got == expected
     if ok:
@@ -137,26 +189,62 @@ def _check_rows(self: Any, method: str, out: Any, expected: Sequence[str]) -> No
         raise DataIntegrityError(f"dp_dispatch({method}): {detail}")
 
 
-def _plan(self: Any, method: str, data: Any) -> tuple[list[KVBatchMeta], list[int], list[str]]:
-    """Shards, the caller index of each shard-concatenated row, and the caller's key order."""
+Plan = tuple[list[KVBatchMeta], list[int], list[str]]
+
+
+def _dp_size(self: Any, method: str) -> int:
     dp = self.dp_size
     if not isinstance(dp, int) or dp <= 0:
-        raise ValueError(
-            f"dp_dispatch({method}): policy group dp_size must be a positive int, got {dp!r}"
-        )
-    if isinstance(data, KVBatchMeta):
-        metas = [data]
-    elif isinstance(data, (list, tuple)) and data and all(isinstance(m, KVBatchMeta) for m in data):
-        metas = list(data)
-        if len(metas) != dp:
-            raise ValueError(
-                f"dp_dispatch({method}): got {len(metas)} metas for dp_size={dp}; pass one per rank"
-            )
-    else:
-        raise TypeError(
-            f"dp_dispatch({method}): expected BatchedDataDict, KVBatchMeta or list[KVBatchMeta] "
-            f"(one per DP rank), got {type(data).__name__}"
-        )
+        raise ValueError(f"dp_dispatch({method}): policy group dp_size must be a positive int, got {dp!r}")
+    return dp
+
+
+@functools.singledispatch
+def _plan(data: Any, self: Any, method: str) -> Plan | None:
+    """Shards, the caller index of each shard-concatenated row, and the caller's key order; None
+    for a `BatchedDataDict` (legacy: the undecorated body runs)."""
+    _dp_size(self, method)
+    raise _not_a_batch(data, method)
+
+
+def _not_a_batch(data: Any, method: str) -> TypeError:
+    return TypeError(
+        f"dp_dispatch({method}): expected BatchedDataDict, KVBatchMeta or list[KVBatchMeta] "
+        f"(one per DP rank), got {type(data).__name__}"
+    )
+
+
+@_plan.register
+def _(data: BatchedDataDict, self: Any, method: str) -> None:
+    return None
+
+
+@_plan.register
+def _(data: KVBatchMeta, self: Any, method: str) -> Plan:
+    """One receipt: sharded by sequence length, rows put back in the caller's order."""
+    dp = _dp_size(self, method)
+    _check_split(method, [data], dp)
+    shards = shard_keys_by_seqlen(data, dp)
+    order = [i for shard in shards for i in shard.extra_info[ORIGINAL_INDICES]]
+    return shards, order, list(data.keys)
+
+
+@_plan.register(list)
+@_plan.register(tuple)
+def _(data: Sequence[Any], self: Any, method: str) -> Plan:
+    """One receipt per rank: fanned out as given, results in rank order."""
+    dp = _dp_size(self, method)
+    if not data or not all(isinstance(m, KVBatchMeta) for m in data):
+        raise _not_a_batch(data, method)
+    metas = list(data)
+    if len(metas) != dp:
+        raise ValueError(f"dp_dispatch({method}): got {len(metas)} metas for dp_size={dp}; pass one per rank")
+    total = _check_split(method, metas, dp)
+    return metas, list(range(total)), [k for m in metas for k in m.keys]  # the caller's keys
+
+
+def _check_split(method: str, metas: Sequence[KVBatchMeta], dp: int) -> int:
+    """The number of rows, checked to be unique keys that split evenly over the DP ranks."""
     _refuse_duplicate_keys(method, metas)
     total = sum(len(m) for m in metas)
     if total % dp != 0:
@@ -164,11 +252,7 @@ def _plan(self: Any, method: str, data: Any) -> tuple[list[KVBatchMeta], list[in
             f"dp_dispatch({method}): {total} rows do not split evenly over dp_size={dp} "
             f"({total} % {dp} = {total % dp}); make the batch a multiple of the DP size"
         )
-    if isinstance(data, KVBatchMeta):
-        shards = shard_keys_by_seqlen(data, dp)
-        order = [i for shard in shards for i in shard.extra_info[ORIGINAL_INDICES]]
-        return shards, order, list(data.keys)
-    return metas, list(range(total)), [k for m in metas for k in m.keys]  # the caller's keys
+    return total
 
 
 def _refuse_duplicate_keys(method: str, metas: Sequence[KVBatchMeta]) -> None:
@@ -199,19 +283,21 @@ def dp_dispatch(method: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def wrapper(self: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(data, BatchedDataDict):
+        plan = _plan(data, self, name)
+        if plan is None:
             return method(self, data, *args, **kwargs)
-        shards, order, expected = _plan(self, name, data)
+        shards, order, expected = plan
         raw = list(self._run_on_ranks(name, shards, *args, **kwargs))
         if len(raw) != len(shards):
             raise DataIntegrityError(f"dp_dispatch({name}): {len(raw)} results for {len(shards)} ranks")
-        shaped = [_is_row_shaped(r) for r in raw]
-        if any(shaped) and not all(shaped):
+        kinds = [row_kind(r) for r in raw]
+        if any(kinds) and not all(kinds):
             raise DataIntegrityError(f"dp_dispatch({name}): only some ranks returned rows")
-        if all(shaped):
+        if all(kinds):
+            kind = _one_kind(kinds, name)
             gather = list(order) if faults.active("dispatch_inverse_reorder") else caller_order_gather(order)
-            aggregated = _take(_concat_rows(raw, name), gather, f"dp_dispatch({name})")
-            _check_rows(self, name, aggregated, expected)
+            aggregated = kind.take(kind.concat(raw, name), gather, f"dp_dispatch({name})")
+            _check_rows(self, name, kind, aggregated, expected)
         else:
             aggregated = raw[0]
         post = getattr(self, f"_dp_post_{name}", None)
@@ -247,25 +333,12 @@ def flops_post_train(
     raw_results: Sequence[Any],
     shards: Sequence[KVBatchMeta],
     *,
-    flops_cfg: Any,
-    device: str,
-    num_ranks: int | None = None,
+    flops: Callable[[list[int]], Mapping[str, Any]],
 ) -> dict[str, Any]:
-    """Train metrics plus `total_flops`, `num_ranks`, `theoretical_tflops` from the shards.
+    """Train metrics plus the FLOPs fields `flops(lengths)` gives for the caller-order lengths.
 
-    The legacy body computes these from the full batch; on the meta path the body does not
-    run, so this recovers the caller-order lengths from the shards and makes the same call.
-
-    Args:
-        flops_cfg: the model config `rl.models.flops` takes.
-        device: the device class for the peak (e.g. "h200", "cpu").
-        num_ranks: policy ranks (world size); defaults to the number of shards (DP size).
+    The legacy body computes those fields from the full batch; on the meta path the body does
+    not run, so this recovers the caller-order lengths from the shards and hands them to the
+    same callable (the policy group's; the data plane knows no model).
     """
-    from rl.models import flops
-
-    ranks = len(shards) if num_ranks is None else num_ranks
-    out = dict(aggregated or {})
-    out["total_flops"] = flops.total_flops(flops_cfg, original_lengths(shards))
-    out["num_ranks"] = ranks
-    out["theoretical_tflops"] = flops.theoretical_tflops(device, ranks)
-    return out
+    return {**(aggregated or {}), **flops(original_lengths(shards))}

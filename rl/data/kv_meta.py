@@ -3,7 +3,8 @@
 On the TQ path the driver never holds token tensors. It holds one of these: which partition,
 one key per row (minted once at rollout as `f"{uid}_g{i}"` and never re-minted), which fields
 have been written, each row's unpadded sequence length (for sharding and FLOPs), one tag dict
-per row (filter without fetching) and a batch-level `extra_info` bag.
+per row (small values that travel with the receipt: a teacher's lengths) and a batch-level
+`extra_info` bag.
 
 Every transform is pure: it returns a new meta and shares no mutable state with the old one.
 Row transforms (`subset`, `slice`, `concat`) drop `extra_info` keys that are row-aligned to a
@@ -175,11 +176,6 @@ class KVBatchMeta:
         """Number of rows."""
         return len(self.keys)
 
-    @property
-    def total_tokens(self) -> int:
-        """Sum of the unpadded sequence lengths."""
-        return sum(self.sequence_lengths)
-
     # --- pure transforms -------------------------------------------------------------------
 
     def _batch_extra(self) -> dict[str, Any]:
@@ -279,7 +275,3 @@ class KVBatchMeta:
     def with_extra_info(self, **values: Any) -> KVBatchMeta:
         """The same rows with `extra_info` updated by `values`."""
         return self._same_rows(extra_info={**self.extra_info, **values})
-
-    def filter_tags(self, predicate: Any) -> KVBatchMeta:
-        """Rows whose tag dict satisfies `predicate(tags) -> bool`, in order (no fetch)."""
-        return self.subset(i for i, tag in enumerate(self.tags) if predicate(tag))

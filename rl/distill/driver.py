@@ -23,7 +23,7 @@ from rl.config import RunConfig
 from rl.distill.batch import Side, build_batch
 from rl.distill.loss import chunk_mask
 from rl.metrics import Timer
-from rl.metrics.mfu import mfu
+from rl.metrics.mfu import performance_metrics
 
 __all__ = ["DistillDriver"]
 
@@ -112,10 +112,10 @@ class DistillDriver:
         })
         for key in TIMING_KEYS:
             out[f"timing/train/{key}"] = seconds.get(f"timing/train/{key}", 0.0)
-        tokens = sum(batch.lengths)
-        out["performance/tokens_per_sec_per_gpu"] = tokens / max(out["timing/train/total"], 1e-9) / out["num_ranks"]
-        out["performance/train_tokens_per_sec"] = tokens / max(out["timing/train/training"], 1e-9)
-        out["performance/mfu"] = mfu(out["total_flops"], out["timing/train/training"], out["theoretical_tflops"])
+        out.update(performance_metrics(
+            tokens=sum(batch.lengths), total_flops=out["total_flops"], theoretical_tflops=out["theoretical_tflops"],
+            num_ranks=out["num_ranks"], step_seconds=out["timing/train/total"],
+            train_seconds=out["timing/train/training"]))
         if "peak_memory_gib" in train:
             out["performance/peak_memory_gib"] = train["peak_memory_gib"]
         return out

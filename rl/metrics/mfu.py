@@ -48,20 +48,32 @@ def mfu(total_flops: float, seconds: float, theoretical_tflops: float) -> float:
 
 
 def performance_metrics(
-    *, total_flops: float, num_tokens: int, seconds: float, device: str, num_ranks: int
+    *,
+    tokens: int,
+    total_flops: float,
+    theoretical_tflops: float,
+    num_ranks: int,
+    step_seconds: float,
+    train_seconds: float,
+    generated_tokens: float | None = None,
+    generation_seconds: float | None = None,
 ) -> dict[str, float]:
-    """The per-step `performance/*` metrics of one training step.
+    """The per-step `performance/*` metrics, for both drivers (GRPO and distillation).
 
     Args:
-        total_flops: model FLOPs of the step (see `rl.models.flops.total_flops`).
-        num_tokens: unpadded tokens trained on in the step, all ranks together.
-        seconds: wall time of the training step.
-        device: `cluster.device`.
-        num_ranks: training ranks (GPUs, or CPU processes).
+        tokens: unpadded tokens (prompt + response) of the step's rows, all ranks together.
+        total_flops, theoretical_tflops, num_ranks: the train step's FLOPs fields
+            (rl/workers/group.py `PolicyGroup.step_flops`).
+        step_seconds: wall time of the whole step; train_seconds: of its training phase.
+        generated_tokens, generation_seconds: response tokens and the generation phase's time
+            (GRPO: `performance/generation_tokens_per_sec`); None where nothing is generated.
     """
-    peak = theoretical_tflops(device, num_ranks)
-    return {
-        "performance/mfu": mfu(total_flops, seconds, peak),
-        "performance/tflops_per_sec_per_gpu": total_flops / seconds / 1e12 / num_ranks,
-        "performance/tokens_per_sec_per_gpu": num_tokens / seconds / num_ranks,
+    out = {
+        "performance/tokens_per_sec_per_gpu": tokens / max(step_seconds, 1e-9) / num_ranks,
+        "performance/mfu": mfu(total_flops, train_seconds, theoretical_tflops),
     }
+    if generated_tokens is not None and generation_seconds is not None:
+        # Per phase: what the generator and the trainer each sustain (the whole batch, all GPUs).
+        out["performance/generation_tokens_per_sec"] = generated_tokens / max(generation_seconds, 1e-9)
+    out["performance/train_tokens_per_sec"] = tokens / max(train_seconds, 1e-9)
+    return out

@@ -119,8 +119,7 @@ class PolicyGroup:
                        shards: list[KVBatchMeta]) -> dict[str, Any]:
         """Sum the ranks' metrics, check each rank trained its shard, and add the FLOPs fields."""
         self._check_trained_rows("train", raw, shards)
-        return flops_post_train(sum_rank_metrics(raw), raw, shards, flops_cfg=self.flops_cfg,
-                                device=self.device, num_ranks=self.num_ranks)
+        return flops_post_train(sum_rank_metrics(raw), raw, shards, flops=self.step_flops)
 
     # --- policy methods (legacy bodies) -----------------------------------------------------
 
@@ -136,24 +135,17 @@ class PolicyGroup:
     @dp_dispatch
     def train(self, batch: BatchedDataDict, *, num_tokens: int, loss_cfg: dict) -> dict[str, Any]:
         """One optimizer step over the batch; returns summed metrics plus FLOPs fields."""
-        from rl.models import flops
-
         shards = batch.shard_by_batch_size(self.dp_size)
         raw = self._run_on_ranks("train", shards, num_tokens=num_tokens, loss_cfg=loss_cfg)
-        out = sum_rank_metrics(raw)
-        lengths = batch["attention_mask"].sum(dim=1).tolist()
-        out["total_flops"] = flops.total_flops(self.flops_cfg, lengths)
-        out["num_ranks"] = self.num_ranks
-        out["theoretical_tflops"] = flops.theoretical_tflops(self.device, self.num_ranks)
-        return out
+        return {**sum_rank_metrics(raw), **self.step_flops(batch["attention_mask"].sum(dim=1).tolist())}
 
     @dp_dispatch
     def distill(self, batch: BatchedDataDict, *, cfg: Any) -> dict[str, Any]:
         """One distillation step over the batch; summed metrics plus FLOPs fields."""
         shards = batch.shard_by_batch_size(self.dp_size)
         raw = self._run_on_ranks("distill", shards, cfg=cfg)
-        return self._distill_flops(sum_rank_metrics(raw), batch["attention_mask"].sum(dim=1).tolist(),
-                                   batch["teacher_attention_mask"].sum(dim=1).tolist())
+        return {**sum_rank_metrics(raw), **self.step_flops(batch["attention_mask"].sum(dim=1).tolist(),
+                                                            batch["teacher_attention_mask"].sum(dim=1).tolist())}
 
     def _dp_post_distill(self, aggregated: Any, raw: list[dict[str, float]], *,
                          shards: list[KVBatchMeta]) -> dict[str, Any]:
@@ -161,17 +153,22 @@ class PolicyGroup:
         self._check_trained_rows("distill", raw, shards)
         lengths = [n for s in shards for n in s.sequence_lengths]
         teacher = [int(t["teacher_length"]) for s in shards for t in s.tags]
-        return self._distill_flops(sum_rank_metrics(raw), lengths, teacher)
+        return {**sum_rank_metrics(raw), **self.step_flops(lengths, teacher)}
 
-    def _distill_flops(self, out: dict[str, Any], lengths: list[int], teacher_lengths: list[int]) -> dict[str, Any]:
-        """FLOPs: the student's forward and backward, plus the teacher's forward (a third of 3x)."""
+    # --- FLOPs: the one place a train step's are computed ----------------------------------
+
+    def step_flops(self, lengths: list[int], teacher_lengths: list[int] | None = None) -> dict[str, Any]:
+        """`total_flops`, `num_ranks`, `theoretical_tflops` of one step over rows of these unpadded
+        lengths: the policy's forward and backward, plus, for distillation, the teacher's forward
+        (a third of its 3x). Both data paths come here: the legacy bodies with the batch's lengths,
+        the meta path's post hooks with the lengths the receipts carry."""
         from rl.models import flops
 
-        out["total_flops"] = (flops.total_flops(self.flops_cfg, lengths)
-                              + flops.total_flops(self.teacher_flops_cfg, teacher_lengths) // 3)
-        out["num_ranks"] = self.num_ranks
-        out["theoretical_tflops"] = flops.theoretical_tflops(self.device, self.num_ranks)
-        return out
+        total = flops.total_flops(self.flops_cfg, lengths)
+        if teacher_lengths is not None:
+            total += flops.total_flops(self.teacher_flops_cfg, teacher_lengths) // 3
+        return {"total_flops": total, "num_ranks": self.num_ranks,
+                "theoretical_tflops": flops.theoretical_tflops(self.device, self.num_ranks)}
 
     # --- weights (collectives: every rank runs them, rank 0 holds the result) --------------
 

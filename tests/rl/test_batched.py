@@ -17,11 +17,10 @@ def _batch(n: int) -> BatchedDataDict:
     )
 
 
-def test_size_and_get_dict():
+def test_size():
     batch = _batch(3)
     assert batch.size == 3
     assert BatchedDataDict().size == 0
-    assert type(batch.get_dict()) is dict and batch.get_dict().keys() == batch.keys()
 
 
 def test_size_asserts_on_ragged_columns():

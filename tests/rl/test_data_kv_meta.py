@@ -28,7 +28,6 @@ def test_post_init_normalizes_to_tuples_and_defaults_tags() -> None:
     meta = KVBatchMeta(partition_id="p", keys=["a", "b"], sequence_lengths=[1, 2])
     assert meta.keys == ("a", "b") and meta.sequence_lengths == (1, 2)
     assert meta.tags == ({}, {}) and meta.fields == () and len(meta) == 2
-    assert meta.total_tokens == 3
 
 
 @pytest.mark.parametrize(
@@ -101,11 +100,6 @@ def test_row_aligned_extra_info_is_dropped_by_row_transforms() -> None:
     assert "_dp_original_indices" not in meta.subset([0, 1]).extra_info
     assert "_dp_original_indices" not in KVBatchMeta.concat(meta.slice(0, 2)).extra_info
     assert meta.subset([0]).extra_info == {"step": 7}
-
-
-def test_filter_tags_without_fetch() -> None:
-    meta = _meta(4).stamp_tags({"keep": [True, False, True, False]})
-    assert meta.filter_tags(lambda t: t["keep"]).keys == ("u_g0", "u_g2")
 
 
 def test_pickles_for_ray() -> None:

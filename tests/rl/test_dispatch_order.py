@@ -64,6 +64,7 @@ class FakePolicyGroup:
         self.records: list[dict] = []
         self.post_calls: list[tuple] = []
         self.rank_inputs: list[KVBatchMeta] = []
+        self.flops_lengths: list[list[int]] = []  # what each FLOPs call was given
 
     def _run_on_ranks(
         self, method: str, per_rank_inputs: list[KVBatchMeta], *args: Any, **kw: Any
@@ -83,19 +84,21 @@ class FakePolicyGroup:
             {"logprobs": batch["input_ids"].float() * 0.5, "legacy": [True] * batch.size}
         )
 
-    @dp_dispatch
-    def train(self, batch: BatchedDataDict) -> dict[str, Any]:
-        lengths = batch["input_lengths"].tolist()
+    def step_flops(self, lengths: list[int]) -> dict[str, Any]:
+        self.flops_lengths.append(list(lengths))
         return {
-            "loss": 1.0,
             "total_flops": flops.total_flops(FLOPS_CFG, lengths),
             "num_ranks": self.dp_size,
             "theoretical_tflops": flops.theoretical_tflops("h200", self.dp_size),
         }
 
+    @dp_dispatch
+    def train(self, batch: BatchedDataDict) -> dict[str, Any]:
+        return {"loss": 1.0, **self.step_flops(batch["input_lengths"].tolist())}
+
     def _dp_post_train(self, aggregated: dict, raw: list, *, shards: list[KVBatchMeta]) -> dict:
         self.post_calls.append((aggregated, raw, shards))
-        return flops_post_train(aggregated, raw, shards, flops_cfg=FLOPS_CFG, device="h200")
+        return flops_post_train(aggregated, raw, shards, flops=self.step_flops)
 
 
 def _rollout(store: MemoryStore, lengths: list[int], caller_order: list[int]) -> KVBatchMeta:
@@ -212,6 +215,8 @@ def test_flops_post_hook_equals_the_legacy_computation(case: tuple) -> None:
     tq = group.train(meta)
     for name in ("total_flops", "num_ranks", "theoretical_tflops"):
         assert tq[name] == legacy[name], name
+    # the hook hands the FLOPs callable the caller-order lengths, exactly as the legacy body does
+    assert group.flops_lengths == [list(meta.sequence_lengths)] * 2
     assert tq["loss"] == 1.0  # rank 0's metrics, not reordered
     aggregated, raw, shards = group.post_calls[-1]
     assert raw == [{"loss": 1.0 + r, "rows": float(len(lengths) // dp)} for r in range(dp)]
@@ -249,6 +254,7 @@ def test_flops_from_driver_chosen_shards_use_rank_order() -> None:
     group = FakePolicyGroup(2, store)
     out = group.train([meta.subset([0, 1]), meta.subset([2, 3])])
     assert out["total_flops"] == flops.total_flops(FLOPS_CFG, [9, 1, 8, 2])
+    assert group.flops_lengths == [[9, 1, 8, 2]]
 
 
 def test_rows_not_divisible_by_dp_is_a_clear_error() -> None:
@@ -345,3 +351,20 @@ def test_a_rank_returning_too_few_rows_is_a_data_integrity_error(returns: str) -
             k: v[:2] for k, v in honest(shard).items()}
     with pytest.raises(DataIntegrityError, match=r"ranks returned 5 rows for 6 caller rows"):
         group.get_logprobs(meta)
+
+
+def test_ranks_returning_different_row_kinds_are_refused() -> None:
+    store = MemoryStore()
+    meta = _rollout(store, [3, 4, 5, 6], [0, 1, 2, 3])
+    group = FakePolicyGroup(2, store, "meta")
+    group.workers[1].returns = "dict"
+    with pytest.raises(DataIntegrityError, match=r"mixed row-shaped kinds \['KVBatchMeta', 'dict'\]"):
+        group.get_logprobs(meta)
+
+
+def test_row_kinds_are_registered_by_type() -> None:
+    meta = KVBatchMeta(partition_id="p", keys=("a",), sequence_lengths=(1,))
+    assert isinstance(dispatch_mod.row_kind(meta), dispatch_mod.MetaRows)
+    assert dispatch_mod.row_kind({"keys": ["a"], "x": [1]}).container is dict
+    assert dispatch_mod.row_kind(BatchedDataDict({"keys": ["a"]})).container is BatchedDataDict
+    assert dispatch_mod.row_kind({"loss": 1.0}) is None  # train's metrics: not row-shaped

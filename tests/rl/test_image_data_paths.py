@@ -4,7 +4,7 @@ A vision-language step puts `pixel_values` [B, N, D] and `image_grid_thw` [B, 3]
 token columns. On the TQ path they go into the data plane, log-probs are sharded by sequence
 length (a permutation of the rows) and training reads contiguous blocks back; on the legacy
 path they travel with the `BatchedDataDict`. This drives one step's data flow (put, prev and
-reference log-probs, read-back, train) through the real `LegacyPath`/`TQPath`, `PolicyGroup`
+reference log-probs, read-back, train) through the real `LegacyPlane`/`TQPlane`, `PolicyGroup`
 with `dp_dispatch`, and `PolicyWorker`, over an in-memory store, with a backend that records
 what it was given. Every image row must reach the rank that scores or trains its tokens, and
 everything the driver reads back must be bitwise identical on both paths.
@@ -23,7 +23,7 @@ from rl.data.memory_store import MemoryStore
 from rl.data.sharding import shard_keys_by_seqlen
 from rl.models.flops import FlopsConfig
 from rl.models.image_inputs import IMAGE_FIELDS
-from rl.workers.data_path import READ_BACK, LegacyPath, TQPath, contiguous_blocks
+from rl.data.plane import READ_BACK, LegacyPlane, TQPlane, contiguous_blocks
 from rl.workers.group import PolicyGroup
 from rl.workers.policy import PolicyWorker
 
@@ -108,7 +108,7 @@ def _step(path_name: str) -> tuple[dict[str, torch.Tensor], dict[str, Any], list
         worker.backend = backend
     group = PolicyGroup(cluster=InProcessCluster(), ranks=workers, flops_cfg=FLOPS,  # type: ignore[arg-type]
                         device="cpu", num_ranks=DP, record_invariant=lambda _: None)
-    path = TQPath(store=store, group_size=G) if store is not None else LegacyPath(group_size=G)
+    path = TQPlane(store=store, group_size=G) if store is not None else LegacyPlane(group_size=G)
     uids, columns, lengths = _rollout()
     handle = path.put_rollout(step=1, uids=uids, columns=columns, lengths=lengths)
     handle = path.logprobs(handle, group, reference=False)

@@ -59,11 +59,23 @@ def test_mfu_and_performance_metrics():
     assert mfu(3958e12, 4.0, 2 * 989.5) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="seconds"):
         mfu(1.0, 0.0, 1.0)
-    perf = performance_metrics(
-        total_flops=3958e12, num_tokens=8000, seconds=4.0, device="h200", num_ranks=2
-    )
+    # GRPO: 8000 tokens in a 5 s step whose training took 4 s and generation 0.5 s, on 2 ranks.
+    perf = performance_metrics(tokens=8000, total_flops=3958e12, theoretical_tflops=2 * 989.5, num_ranks=2,
+                               step_seconds=5.0, train_seconds=4.0, generated_tokens=600.0, generation_seconds=0.5)
     assert perf == pytest.approx({
+        "performance/tokens_per_sec_per_gpu": 800.0,
         "performance/mfu": 0.5,
-        "performance/tflops_per_sec_per_gpu": 3958 / 4 / 2,
-        "performance/tokens_per_sec_per_gpu": 1000.0,
+        "performance/generation_tokens_per_sec": 1200.0,
+        "performance/train_tokens_per_sec": 2000.0,
     })
+    # Distillation generates nothing: no generation rate. A zero-length phase divides by 1e-9.
+    perf = performance_metrics(tokens=10, total_flops=1e9, theoretical_tflops=0.1, num_ranks=1,
+                               step_seconds=0.0, train_seconds=2.0)
+    assert perf == pytest.approx({
+        "performance/tokens_per_sec_per_gpu": 1e10,
+        "performance/mfu": 1e9 / 2.0 / 0.1e12,
+        "performance/train_tokens_per_sec": 5.0,
+    })
+    with pytest.raises(ValueError, match="seconds"):
+        performance_metrics(tokens=1, total_flops=1.0, theoretical_tflops=1.0, num_ranks=1,
+                            step_seconds=1.0, train_seconds=0.0)

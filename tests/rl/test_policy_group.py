@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import torch
 
-from rl.data import DataIntegrityError
+from rl.data import BatchedDataDict, DataIntegrityError, MemoryStore
+from rl.models import flops
+from rl.models.flops import FlopsConfig
 from rl.workers.group import PolicyGroup, replica_layout
 
 
@@ -81,3 +84,45 @@ def test_load_checkpoint_hands_each_rank_its_optimizer_state() -> None:
     assert cluster.calls == [("load_checkpoint", [("opt0",), ("opt1",)])]
     with pytest.raises(ValueError, match="optimizer state of 3 ranks"):
         group.load_checkpoint(policy={}, optimizer={"per_rank": [1, 2, 3]}, reference=None)
+
+
+# --- FLOPs: PolicyGroup.step_flops is where a train step's are computed, for both data paths ---
+
+STUDENT = FlopsConfig(num_layers=2, hidden_size=64, q_dim=64, kv_dim=32, ffn_dim=128, vocab_size=97,
+                      num_full_attention_layers=1)
+TEACHER = FlopsConfig(num_layers=3, hidden_size=32, q_dim=32, kv_dim=32, ffn_dim=64, vocab_size=50,
+                      num_full_attention_layers=3)
+
+
+class RowsCluster:
+    """Each rank trains its rows and reports half a loss and its row count, as PolicyWorker does."""
+
+    def call(self, handles: list[Any], method: str, per_worker_args: list[tuple], *, timeout_s: float,
+             **kwargs: Any) -> list[Any]:
+        return [{"loss": 0.5, "rows": float(args[0].size)} for args in per_worker_args]
+
+
+def _mask(lengths: list[int], width: int = 8) -> torch.Tensor:
+    return (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).long()
+
+
+@pytest.mark.parametrize("method", ["train", "distill"])
+def test_step_flops_are_the_same_on_both_data_paths(method: str) -> None:
+    lengths, teacher_lengths = [5, 3, 7, 2], [4, 4, 6, 1]
+    group = PolicyGroup(cluster=RowsCluster(), ranks=[0, 1], flops_cfg=STUDENT, device="h200",  # type: ignore[arg-type]
+                        num_ranks=2, record_invariant=lambda _: None, teacher_flops_cfg=TEACHER)
+    batch = BatchedDataDict({"input_ids": _mask(lengths), "attention_mask": _mask(lengths),
+                             "teacher_attention_mask": _mask(teacher_lengths)})
+    meta = MemoryStore().put([f"u{i}_g0" for i in range(4)], "step_1", {"input_ids": _mask(lengths)},
+                             sequence_lengths=lengths, tags=[{"teacher_length": n} for n in teacher_lengths])
+    per_rank = [meta.slice(0, 2), meta.slice(2, 4)]
+    kwargs = {"num_tokens": 17, "loss_cfg": {}} if method == "train" else {"cfg": None}
+    legacy = getattr(group, method)(batch, **kwargs)
+    tq = getattr(group, method)(per_rank, **kwargs)
+    total = flops.total_flops(STUDENT, lengths)
+    if method == "distill":  # the teacher's forward: a third of its forward-and-backward count
+        total += flops.total_flops(TEACHER, teacher_lengths) // 3
+        assert total > flops.total_flops(STUDENT, lengths)
+    expected = {"loss": 1.0, "rows": 4.0, "total_flops": total, "num_ranks": 2, "theoretical_tflops": 2 * 989.5}
+    assert legacy == expected
+    assert tq == expected

@@ -117,7 +117,7 @@ READERS: dict[str, tuple[str, str]] = {
     "task.name": ("rl/run.py", "cfg.task.name"),
     "task.params": ("rl/run.py", "cfg.task.params"),
     "data_plane.backend": ("rl/run.py", "cfg.data_plane.backend"),
-    "data_plane.tq.num_storage_units": ("rl/run.py", "cfg.data_plane.tq.num_storage_units"),
+    "data_plane.tq.num_storage_units": ("rl/data/plane.py", "section.tq.num_storage_units"),
     "env": ("rl/run.py", "env_vars=dict(cfg.env)"),
     "checkpoint.every_steps": ("rl/run.py", "cfg.checkpoint.every_steps"),
     "checkpoint.hf_format": ("rl/run.py", "cfg.checkpoint.hf_format"),
