@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from shard_previous import assign_balanced_previous  # noqa: E402
 
 from rl.data import BatchedDataDict, KVBatchMeta, dp_dispatch, make_key  # noqa: E402
 from rl.data.sharding import assign_balanced, assign_stride, round_spread_bound  # noqa: E402
-from shard_previous import assign_balanced_previous  # noqa: E402
 
 MAX_LEN = 4096
 

@@ -32,9 +32,17 @@ def loop_glu_mlp(x, fc1, fc2, counts, probs):
 def inputs(counts: list[int], hidden: int, ffn: int, seed: int = 0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     n, e = sum(counts), len(counts)
-    make = lambda *shape, scale=1.0: (torch.randn(*shape, generator=g, device="cuda") * scale).bfloat16().requires_grad_()
-    return (make(n, hidden), make(e, 2 * ffn, hidden, scale=hidden ** -0.5), make(e, hidden, ffn, scale=ffn ** -0.5),
+
+    def make(*shape: int, scale: float = 1.0) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g, device="cuda") * scale).bfloat16().requires_grad_()
+
+    return (make(n, hidden), make(e, 2 * ffn, hidden, scale=hidden ** -0.5),
+            make(e, hidden, ffn, scale=ffn ** -0.5),
             torch.tensor(counts, device="cuda"), torch.rand(n, generator=g, device="cuda"))
+
+
+def grouped(*args: torch.Tensor) -> torch.Tensor:
+    return grouped_glu_mlp(*args, F.silu)
 
 
 def grads(fn, x, fc1, fc2, counts, probs, dy):
@@ -53,10 +61,10 @@ def check() -> bool:
     counts = [13, 0, 37, 5, 64, 1, 0, 29]
     x, fc1, fc2, c, p = inputs(counts, 256, 128)
     dy = torch.randn(sum(counts), 256, device="cuda").bfloat16()
-    grouped = lambda *a: grouped_glu_mlp(*a, F.silu)
     out_g, grads_g = grads(grouped, x, fc1, fc2, c, p, dy)
     out_l, grads_l = grads(loop_glu_mlp, x, fc1, fc2, c, p, dy)
-    errors = {"out": rel(out_g, out_l), **{f"grad_{n}": rel(a, b) for n, a, b in zip(("x", "fc1", "fc2"), grads_g, grads_l)}}
+    errors = {"out": rel(out_g, out_l),
+              **{f"grad_{n}": rel(a, b) for n, a, b in zip(("x", "fc1", "fc2"), grads_g, grads_l)}}
     ok = all(v <= 2e-2 for v in errors.values())
     print(json.dumps({"check": "grouped_vs_loop", "counts": counts, "rel_errors": errors, "ok": ok}), flush=True)
     return ok
@@ -76,15 +84,16 @@ def timed(fn, args, dy, repeats: int = 20) -> float:
 def speed() -> None:
     tokens, experts, topk, hidden, ffn = 16384, 16, 4, 1024, 512
     g = torch.Generator().manual_seed(1)
-    counts = torch.multinomial(torch.ones(experts), tokens * topk, replacement=True, generator=g).bincount(minlength=experts)
+    counts = torch.multinomial(torch.ones(experts), tokens * topk, replacement=True,
+                               generator=g).bincount(minlength=experts)
     x, fc1, fc2, c, p = inputs(counts.tolist(), hidden, ffn)
     dy = torch.randn(tokens * topk, hidden, device="cuda").bfloat16()
-    grouped = lambda *a: grouped_glu_mlp(*a, F.silu)
     t_grouped, t_loop = timed(grouped, (x, fc1, fc2, c, p), dy), timed(loop_glu_mlp, (x, fc1, fc2, c, p), dy)
     flops = 3 * 2 * tokens * topk * hidden * 3 * ffn  # fwd + 2 bwd GEMMs, three [H x F] matrices per row
-    print(json.dumps({"check": "speed", "tokens": tokens, "experts": experts, "topk": topk, "hidden": hidden, "ffn": ffn,
-                      "grouped_ms": round(t_grouped * 1e3, 3), "loop_ms": round(t_loop * 1e3, 3),
-                      "speedup": round(t_loop / t_grouped, 2), "grouped_tflops": round(flops / t_grouped / 1e12, 1)}), flush=True)
+    print(json.dumps({"check": "speed", "tokens": tokens, "experts": experts, "topk": topk, "hidden": hidden,
+                      "ffn": ffn, "grouped_ms": round(t_grouped * 1e3, 3), "loop_ms": round(t_loop * 1e3, 3),
+                      "speedup": round(t_loop / t_grouped, 2),
+                      "grouped_tflops": round(flops / t_grouped / 1e12, 1)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ def main() -> None:
         runs.append((info, model.state_dict()))
     (a, wa), (b, wb) = runs
     same = all(torch.equal(wa[k], wb[k]) for k in wa)
-    print(json.dumps({"seed": seed, "device": device, "loss": [a["loss"], b["loss"]], "seconds": [a["seconds"], b["seconds"]],
+    print(json.dumps({"seed": seed, "device": device, "loss": [a["loss"], b["loss"]],
+                      "seconds": [a["seconds"], b["seconds"]],
                       "bit_identical": same}))
 
 

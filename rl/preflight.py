@@ -132,7 +132,8 @@ def _teacher_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
     machine only) and the training backend has a distillation step (torch only)."""
     if cfg.algorithm.name != "distill" or cfg.teacher is None:
         return []
-    from rl.models import llama as _llama, qwen3_5 as _qwen3_5  # noqa: F401  (register their config makers)
+    from rl.models import llama as _llama  # noqa: F401  (registers its config maker)
+    from rl.models import qwen3_5 as _qwen3_5  # noqa: F401  (registers theirs)
     from rl.models.registry import config_registry
 
     out = []

@@ -1,7 +1,8 @@
 """The engine process: `python -m rl.run RECIPE.yaml --out RUN_DIR [--resume]`.
 
 Reads one resolved recipe, refuses it before Ray starts if the preflight does (rl/preflight.py:
-what the harness asks before launch), runs GRPO or cross-tokenizer distillation on Ray, and writes the run dir (docs/architecture.md):
+what the harness asks before launch), runs GRPO or cross-tokenizer distillation on Ray, and writes
+the run dir (docs/architecture.md):
 metrics.jsonl, invariants.jsonl, env.json, status.json, checkpoints/. Exit codes: 0 done,
 1 failed, 2 bad recipe, arguments or checkpoint (a corrupt checkpoint on --resume is refused in
 one line), 3 a worker died, 4 workers stopped answering (`limits.worker_timeout_s`),
@@ -190,10 +191,10 @@ class Engine:
         from rl.cluster import Cluster, start_ray
         from rl.data.plane import plane_class
         from rl.envs import make_env
-        from rl.placement import plan_placement
-        from rl.models import ImageLayout, build_model
-        from rl.tokenizer import load_tokenizer
         from rl.generation.decode_mode import resolve_decode
+        from rl.models import ImageLayout, build_model
+        from rl.placement import plan_placement
+        from rl.tokenizer import load_tokenizer
         from rl.warm_start import warm_start
         from rl.workers import GenerationWorker, PolicyWorker
         from rl.workers.group import PolicyGroup

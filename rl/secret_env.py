@@ -25,7 +25,8 @@ def resolve(env: Mapping[str, Any] | None, environ: Mapping[str, str]) -> tuple[
     for name, value in (env or {}).items():
         if _from_env(value):
             if name not in environ:
-                raise ValueError(f"env.{name}: pass-through (from_env) but {name} is not set in the engine's environment")
+                raise ValueError(f"env.{name}: pass-through (from_env) but {name} is not set in the engine's "
+                                 "environment")
             resolved[name], value = environ[name], environ[name]
             hidden.append(name)
         resolved[name] = value

@@ -37,8 +37,11 @@ megatron_shims.apply()
 
 from megatron.core import parallel_state as ps  # noqa: E402
 from megatron.core import tensor_parallel  # noqa: E402
-from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig  # noqa: E402
-from megatron.core.distributed import finalize_model_grads  # noqa: E402
+from megatron.core.distributed import (  # noqa: E402
+    DistributedDataParallel,
+    DistributedDataParallelConfig,
+    finalize_model_grads,
+)
 from megatron.core.models.gpt import GPTModel  # noqa: E402
 from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer  # noqa: E402
 from megatron.core.transformer.module import Float16Module  # noqa: E402
@@ -50,11 +53,16 @@ from rl.algorithms.loss import LossConfig  # noqa: E402
 from rl.backends import megatron_compile as mcomp  # noqa: E402
 from rl.backends import megatron_config as mcfg  # noqa: E402
 from rl.backends import megatron_context as mctx  # noqa: E402
-from rl.backends import megatron_pipeline as mpipe  # noqa: E402
 from rl.backends import megatron_convert as conv  # noqa: E402
+from rl.backends import megatron_pipeline as mpipe  # noqa: E402
 from rl.backends import megatron_vision as mvis  # noqa: E402
-from rl.backends.torch import TRAIN_FIELDS, add_metrics, backward_micro_batch, micro_batch_loss  # noqa: E402
-from rl.backends.torch import micro_batches  # noqa: E402
+from rl.backends.torch import (  # noqa: E402
+    TRAIN_FIELDS,
+    add_metrics,
+    backward_micro_batch,
+    micro_batch_loss,
+    micro_batches,
+)
 from rl.data.errors import DataIntegrityError  # noqa: E402
 from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
 from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402

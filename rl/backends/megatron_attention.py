@@ -10,7 +10,6 @@ An explicit mask (megatron's convention: True = masked out) still works, through
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 
 from rl.backends import megatron_shims

@@ -40,6 +40,7 @@ from megatron.core.transformer.spec_utils import ModuleSpec  # noqa: E402
 from megatron.core.transformer.transformer_block import TransformerBlockSubmodules  # noqa: E402
 from megatron.core.transformer.transformer_config import TransformerConfig  # noqa: E402
 from megatron.core.transformer.transformer_layer import TransformerLayer  # noqa: E402
+
 from rl.backends.megatron_experts import with_grouped_experts  # noqa: E402
 from rl.models.mrope import mrope_angles, mrope_section_of  # noqa: E402
 

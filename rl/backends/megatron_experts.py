@@ -48,14 +48,16 @@ class GroupedExperts(SequentialMLP):
         super().__init__(num_local_experts, config, submodules, pg_collection=pg_collection, name=name)
         if (config.add_bias_linear or not config.gated_linear_unit or config.bias_activation_fusion
                 or config.activation_func_clamp_value is not None):
-            raise ValueError("GroupedExperts: needs an unclamped gated linear unit without biases or fused bias-activation")
+            raise ValueError("GroupedExperts: needs an unclamped gated linear unit without biases "
+                             "or fused bias-activation")
 
     def forward(self, permuted_local_hidden_states: torch.Tensor, tokens_per_expert: torch.Tensor,
                 permuted_probs: torch.Tensor):
         x = permuted_local_hidden_states
         fc1 = [e.linear_fc1.weight for e in self.local_experts]  # [2F, H] each
         fc2 = [e.linear_fc2.weight for e in self.local_experts]  # [H, F] each
-        if (self.num_local_experts == 1 or x.shape[0] == 0 or self.config.moe_apply_probs_on_input or self.config.fp8 or self.config.fp4
+        if (self.num_local_experts == 1 or x.shape[0] == 0 or self.config.moe_apply_probs_on_input
+                or self.config.fp8 or self.config.fp4
                 or not grouped_mm_supported(x, x.shape[-1], fc1[0].shape[0], fc2[0].shape[1])):
             return super().forward(x, tokens_per_expert, permuted_probs)
         return grouped_glu_mlp(x, torch.stack(fc1), torch.stack(fc2), tokens_per_expert, permuted_probs,

@@ -22,7 +22,6 @@ Weights: HF `model.language_model.*` (+ `lm_head.weight`) go through the text co
 
 from __future__ import annotations
 
-
 import torch
 
 from rl.backends import megatron_shims

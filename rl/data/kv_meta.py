@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["KVBatchMeta", "ROW_ALIGNED_EXTRA", "make_key"]

@@ -77,7 +77,8 @@ def _banned_token_ids(model: PreTrainedModel) -> list[int]:
     config = model.config
     if getattr(config, "vision_config", None) is None:
         return []
-    return [int(getattr(config, f)) for f in ("image_token_id", "video_token_id") if getattr(config, f, None) is not None]
+    return [int(getattr(config, f)) for f in ("image_token_id", "video_token_id")
+            if getattr(config, f, None) is not None]
 
 
 def draw_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator,

@@ -4,8 +4,8 @@
     lp = token_logprobs(model, input_ids, attention_mask)   # [B, T], out[:, 0] = 0
 """
 
-from rl.models import qwen3_5 as _qwen3_5  # noqa: F401  (registers the qwen3_5 families)
 from rl.models import llama as _llama  # noqa: F401  (registers the llama family: distillation teachers)
+from rl.models import qwen3_5 as _qwen3_5  # noqa: F401  (registers the qwen3_5 families)
 from rl.models import vision as _vision  # noqa: F401  (registers their vision-language classes)
 from rl.models.image_inputs import IMAGE_FIELDS, ImageLayout, PromptBatch, encode_prompts
 from rl.models.logprobs import gather_logprobs, token_logprobs

@@ -34,7 +34,8 @@ def make_llama_config(overrides: dict, *, vocab_size: int) -> PretrainedConfig:
     fields = {**TINY_LLAMA, **overrides}
     fields["vocab_size"] = int(fields.get("vocab_size", vocab_size))
     if fields["vocab_size"] < vocab_size:
-        raise ValueError(f"teacher.config.vocab_size: {fields['vocab_size']} is smaller than the tokenizer's {vocab_size}")
+        raise ValueError(f"teacher.config.vocab_size: {fields['vocab_size']} is smaller than the tokenizer's "
+                         f"{vocab_size}")
     return LlamaConfig(**fields)
 
 

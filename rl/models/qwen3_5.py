@@ -101,4 +101,5 @@ def _builder(family: str):
 
 for _family in FAMILIES:
     registry[_family] = _builder(_family)
-    config_registry[_family] = lambda overrides, *, vocab_size, _f=_family: make_config(_f, overrides, vocab_size=vocab_size)
+    config_registry[_family] = (lambda overrides, *, vocab_size, _f=_family:
+                                make_config(_f, overrides, vocab_size=vocab_size))

@@ -6,7 +6,8 @@ log `timing/train/refit`. On a GPU it samples on the device in the policy's prec
 a bf16 policy) from a device generator seeded per call, and a colocated refit copies device to
 device out of rank 0's buckets (`rl.refit`); a generator that is not colocated receives rank 0's
 buckets by broadcast over a refit channel of its own (`rl.refit_channel`: NCCL between GPUs, gloo
-on the CPU); otherwise, on the CPU, the state dict comes through the object store. `decode` (`rl.generation.decode_mode`) picks the loop: "graphs"/"static" sample from a
+on the CPU); otherwise, on the CPU, the state dict comes through the object store. `decode`
+(`rl.generation.decode_mode`) picks the loop: "graphs"/"static" sample from a
 static cache (`rl.generation.static_decode`; a refit copies into the same parameter tensors, so
 captured graphs stay valid), "eager" from the model's own cache.
 """
@@ -20,10 +21,10 @@ from typing import Any
 import torch
 
 from rl import refit
-from rl.refit_channel import RECEIVER, RefitChannel
 from rl.generation import generate
 from rl.generation.static_decode import StaticDecoder
 from rl.models import build_model
+from rl.refit_channel import RECEIVER, RefitChannel
 from rl.workers.base import WorkerBase
 
 __all__ = ["GenerationWorker"]

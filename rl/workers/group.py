@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from rl.cluster import Cluster, WorkerHandle
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
-from rl.models.image_inputs import IMAGE_FIELDS
 from rl.data.dispatch import dp_dispatch, flops_post_train
+from rl.models.image_inputs import IMAGE_FIELDS
 
 __all__ = ["PolicyGroup", "replica_layout", "sum_rank_metrics"]
 

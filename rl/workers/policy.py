@@ -23,11 +23,11 @@ import torch
 import torch.distributed as dist
 
 from rl import faults, refit
-from rl.refit_channel import SENDER, RefitChannel
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.models.image_inputs import IMAGE_FIELDS
+from rl.refit_channel import SENDER, RefitChannel
 from rl.workers.base import WorkerBase
 
 __all__ = ["PolicyWorker"]

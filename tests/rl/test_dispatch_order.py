@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import rl.data.dispatch as dispatch_mod
 from rl.data import (
-    DataIntegrityError,
     BatchedDataDict,
+    DataIntegrityError,
     KVBatchMeta,
     MemoryStore,
     dp_dispatch,

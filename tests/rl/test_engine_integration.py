@@ -2,7 +2,8 @@
 
 One short baseline run (3 steps, checkpoint every step) is shared: it is checked for its files,
 then compared bit for bit with an interrupted-and-resumed run (so a same-seed rerun is
-reproducible too; the TQ path against legacy is tests/integration/test_parity_run.py). Each engine run starts its own private local Ray. Timing/performance keys are the
+reproducible too; the TQ path against legacy is tests/integration/test_parity_run.py). Each engine
+run starts its own private local Ray. Timing/performance keys are the
 only ones excluded from comparisons. The warm-start cache (~/.cache/rl or $RL_CACHE_DIR) is
 shared with the shipped recipe, so only the very first run pays for warm start.
 """
@@ -126,7 +127,8 @@ def test_interrupted_then_resumed_equals_uninterrupted(baseline: Path, work: Pat
     """Bitwise equal to the baseline, so this also proves a same-seed rerun reproducible (any
     nondeterminism fails it). This run refits over the refit channel (`generation.colocated:
     false`: rank 0 broadcasts over gloo) where the baseline goes through the object store, so it
-    also proves the channel delivers the policy's exact weights. The TQ path against legacy: tests/integration/test_parity_run.py;
+    also proves the channel delivers the policy's exact weights. The TQ path against legacy:
+    tests/integration/test_parity_run.py;
     a dead worker named within seconds: the faults suite (tests/harness/test_faults_suite.py)."""
     recipe, out = _recipe(work, "resume", **{"generation.colocated": False}), work / "resume"
     proc = _start(recipe, out)

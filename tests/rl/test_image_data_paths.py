@@ -20,10 +20,10 @@ import torch
 
 from rl.algorithms.loss import LossConfig
 from rl.data.memory_store import MemoryStore
+from rl.data.plane import READ_BACK, LegacyPlane, TQPlane, contiguous_blocks
 from rl.data.sharding import shard_keys_by_seqlen
 from rl.models.flops import FlopsConfig
 from rl.models.image_inputs import IMAGE_FIELDS
-from rl.data.plane import READ_BACK, LegacyPlane, TQPlane, contiguous_blocks
 from rl.workers.group import PolicyGroup
 from rl.workers.policy import PolicyWorker
 

@@ -21,7 +21,8 @@ DATA = {"train": {"path": "tiny_math", "split": "train"}, "validation": {"path":
 
 @pytest.fixture(scope="module")
 def env():
-    return make_env({"name": "math", "params": {}}, data=DATA, tokenizer=load_tokenizer(None, model_path="tiny_qwen3_5_moe"))
+    return make_env({"name": "math", "params": {}}, data=DATA,
+                    tokenizer=load_tokenizer(None, model_path="tiny_qwen3_5_moe"))
 
 
 @pytest.mark.parametrize("answer, completion, ok", [

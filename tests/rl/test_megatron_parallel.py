@@ -27,13 +27,13 @@ import tempfile
 
 import pytest
 import torch
-
 import torch.multiprocessing as mp
 
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core is not installed", allow_module_level=True)
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=60)]  # the file, measured on 2 shared cores (one spawn per world size)
+# the file, measured on 2 shared cores (one spawn per world size)
+pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=60)]
 
 VOCAB, VL_VOCAB, ROWS, LENGTH, STEPS = 32, 56, 8, 12, 2  # VL_VOCAB: the arith_vl tokenizer
 OPT = dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)

@@ -192,7 +192,8 @@ def _config_leaves(cls: type, path: str = "") -> set[str]:
     for f in dataclasses.fields(cls):
         dotted = f"{path}.{f.name}" if path else f.name
         hint = hints[f.name]
-        optional = [a for a in typing.get_args(hint) if a is not type(None)] if type(None) in typing.get_args(hint) else []
+        args = typing.get_args(hint)
+        optional = [a for a in args if a is not type(None)] if type(None) in args else []
         if len(optional) == 1 and dataclasses.is_dataclass(optional[0]):  # a section or null: both are leaves
             out |= {dotted} | _config_leaves(optional[0], dotted)
         else:
