@@ -33,6 +33,16 @@ MODELS: dict[str, tuple[str, dict]] = {
                                    num_key_value_heads=2, head_dim=128, num_experts=16, num_experts_per_tok=4,
                                    moe_intermediate_size=512, shared_expert_intermediate_size=512,
                                    max_position_embeddings=4096, vocab_size=151936)),
+    # Qwen3.5-35B-A3B's own widths (recipes/_base/qwen3_5_35b.yaml); pick the depth with --num-layers
+    "qwen35_full": ("qwen3_5_moe", dict(hidden_size=2048, num_hidden_layers=40, num_attention_heads=16,
+                                        num_key_value_heads=2, head_dim=256, vocab_size=248320,
+                                        tie_word_embeddings=False, linear_num_key_heads=16,
+                                        linear_num_value_heads=32, linear_key_head_dim=128,
+                                        linear_value_head_dim=128, linear_conv_kernel_dim=4, num_experts=256,
+                                        num_experts_per_tok=8, moe_intermediate_size=512,
+                                        shared_expert_intermediate_size=512, max_position_embeddings=8192,
+                                        rope_parameters={"rope_type": "default", "rope_theta": 10000000,
+                                                         "partial_rotary_factor": 0.25})),
 }
 
 
@@ -45,6 +55,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--pp", type=int, default=1)
     p.add_argument("--layers", choices=["full", "hybrid"], default="full",
                    help="every layer full attention, or Qwen3.5's 3 gated-delta-net : 1 attention")
+    p.add_argument("--num-layers", type=int, default=None, help="override the model's depth")
     p.add_argument("--sp", action="store_true")
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--distributed-optimizer", action="store_true")
@@ -61,9 +72,11 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def model_cfg(name: str, layers: str = "full") -> dict:
+def model_cfg(name: str, layers: str = "full", num_layers: int | None = None) -> dict:
     family, fields = MODELS[name]
     fields = dict(fields)
+    if num_layers is not None:
+        fields["num_hidden_layers"] = num_layers
     n = int(fields.get("num_hidden_layers", 4))
     fields["layer_types"] = ["full_attention" if layers == "full" or (i + 1) % 4 == 0 else "linear_attention"
                              for i in range(n)]
@@ -102,7 +115,7 @@ def main() -> None:
     from rl.models import token_logprobs
     from rl.models.flops import total_flops
 
-    cfg = model_cfg(args.model, args.layers)
+    cfg = model_cfg(args.model, args.layers, args.num_layers)
     vocab = int(cfg["config"].get("vocab_size", 64))
     hf, weights = hf_weights(cfg, vocab)
     t0 = time.perf_counter()
@@ -125,6 +138,9 @@ def main() -> None:
         dist.all_reduce(diff, op=dist.ReduceOp.MAX)  # with PP only the last stage has log-probs
         hf_diff = float(diff)
     del hf, weights
+    # The training peak alone: the HF model the weights came from (fp32, on the GPU) is gone.
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
     num_tokens = int(data["response_mask"].sum())
     times, losses = [], []
     for step in range(args.warmup + args.steps):
@@ -171,7 +187,8 @@ def main() -> None:
                   logprobs_s=round(logprobs_s, 4), logprobs_tokens_per_s=round(tokens / logprobs_s),
                   tflops_per_gpu=round(flops / step_s / world / 1e12, 1),
                   mfu=round(flops / step_s / world / (PEAK_TFLOPS * 1e12), 4),
-                  max_mem_gib=round(torch.cuda.max_memory_allocated() / 2**30, 1),
+                  train_peak_gib=round(torch.cuda.max_memory_allocated() / 2**30, 1),
+                  num_layers=backend.hf_config.num_hidden_layers,
                   loss_first=round(losses[0], 5), loss_last=round(losses[-1], 5), hf_logprob_maxdiff=hf_diff)
     if dist.get_rank() == 0:
         print(json.dumps(result), flush=True)

@@ -192,7 +192,8 @@ def make_plan(recipe: Mapping) -> Plan:
     if memory is not None and memory.total > memory.capacity:
         raise PlanError(recipe["name"], [
             f"estimated {memory.total:.1f} GiB per {device} exceeds its {memory.capacity:.0f} GiB "
-            f"(weights {memory.weights:.1f}, grads {memory.grads:.1f}, optimizer {memory.optimizer:.1f}, "
+            f"(weights {memory.weights:.1f}, reference {memory.reference:.1f}, grads {memory.grads:.1f}, "
+            f"optimizer {memory.optimizer:.1f}, "
             f"activations {memory.activations:.1f}): raise policy.parallel.tp/ep/pp, enable "
             "policy.distributed_optimizer or lower policy.micro_batch_size"
         ])
