@@ -10,6 +10,7 @@
     harness matrix SUITE [--hardware H] [--tag T] [--shard I/N] [--format text|json|github]
     harness nightly SUITE [-n N] [--out DIR] [--entry ID] [--shard I/N] [--history FILE]
     harness history RECIPE [--db FILE] [--entry ID] [--hardware H] [--last N]
+    harness import reference PATH [--out DIR] [--write]
 
 Exit codes: 0 every check passed; 1 a check failed; 2 bad input (recipe, thresholds, usage);
 3 an internal error. Bad input is one line on stderr, never a traceback
@@ -98,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_b")
     compare.add_argument("--tolerance", type=float, default=0.0, help="relative tolerance (default 0: exact)")
     _suite_parsers(sub)
+
+    importer = sub.add_parser("import", help="turn another system's test suites into recipes, thresholds, suites")
+    source = importer.add_subparsers(dest="source", required=True, parser_class=_Parser)
+    reference = source.add_parser("reference", help="a checkout of the reference system (NeMo-RL): its "
+                                  "tests/test_suites scripts and lists, and their recipes (docs/import.md)")
+    reference.add_argument("path", help="the reference checkout's root folder")
+    reference.add_argument("--out", default="imported", help="where --write writes (default: %(default)s)")
+    reference.add_argument("--write", action="store_true",
+                           help="write the files; without it, print what would be written and the report")
     return parser
 
 

@@ -10,12 +10,13 @@ import argparse
 import importlib
 from collections.abc import Callable
 
-NAMES = ("check", "compare", "history", "matrix", "nightly", "plan", "run", "sbatch", "show", "validate")
+NAMES = ("check", "compare", "history", "import", "matrix", "nightly", "plan", "run", "sbatch", "show", "validate")
+MODULES = {"import": "import_reference"}  # `import` is a Python keyword, so not a module name
 
 
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
     def main(args: argparse.Namespace) -> int:
-        return importlib.import_module(f"harness.commands.{name}").main(args)
+        return importlib.import_module(f"harness.commands.{MODULES.get(name, name)}").main(args)
 
     main.__name__ = main.__qualname__ = f"{name}_main"
     return main

@@ -1,0 +1,183 @@
+"""The one table from the reference system's recipe keys to ours (docs/import.md).
+
+A reference recipe (NeMo-RL's OmegaConf YAML, `defaults:` resolved and `${...}` filled in) is
+flattened to dotted leaves. Each leaf is then exactly one of:
+
+* **mapped** by `KEYS` to one of our keys, through a converter that may refuse a value it
+  cannot hold (then the leaf is reported with the converter's reason);
+* **superseded** by `SUPERSEDED`: a key whose job the harness does itself (logging, the run
+  dir, checkpoint paths), reported as such, never copied;
+* **unknown**: reported, never invented.
+
+Keys that only exist in one backend's section are mapped only when that backend is the one the
+recipe enables (`policy.megatron_cfg.*` when `policy.megatron_cfg.enabled`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+__all__ = ["KEYS", "SUPERSEDED", "Refused", "family_of", "lookup", "superseded_reason"]
+
+
+class Refused(ValueError):
+    """A converter cannot hold this value in our schema; the message says why."""
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Refused(f"{value!r} is not an integer")
+    return value
+
+
+def _number(value: Any) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise Refused(f"{value!r} is not a finite number")
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise Refused(f"{value!r} is not a boolean")
+    return value
+
+
+def _precision(value: Any) -> str:
+    table = {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "fp32": "fp32"}
+    if value not in table:
+        raise Refused(f"precision {value!r}: ours are fp32 and bf16")
+    return table[value]
+
+
+def _baseline(value: Any) -> str:
+    return "leave_one_out" if _bool(value) else "mean"
+
+
+def _generation_backend(value: Any) -> str:
+    if value != "vllm":
+        raise Refused(f"generation backend {value!r}: ours are torch and vllm")
+    return "vllm"
+
+
+def _betas(value: Any) -> list:
+    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value)):
+        raise Refused(f"{value!r} is not a pair of numbers")
+    return list(value)
+
+
+def _grad_clip(value: Any) -> float | int | None:
+    return None if value is None else _number(value)
+
+
+def _max_seq_len(value: Any) -> int | None:
+    return None if value is None else _int(value)
+
+
+@dataclass(frozen=True)
+class Key:
+    ours: str
+    convert: Callable[[Any], Any] = _same
+    when: str | None = None  # a reference leaf that must be true for this mapping to apply
+
+
+MEGATRON = "policy.megatron_cfg.enabled"
+
+# reference leaf -> our key. Patterns are exact dotted paths.
+KEYS: dict[str, Key] = {
+    "grpo.max_num_steps": Key("algorithm.num_steps", _int),
+    "grpo.num_prompts_per_step": Key("algorithm.prompts_per_step", _int),
+    "grpo.num_generations_per_prompt": Key("algorithm.generations_per_prompt", _int),
+    "grpo.seed": Key("algorithm.seed", _int),
+    "grpo.normalize_rewards": Key("algorithm.normalize_rewards", _bool),
+    "grpo.use_leave_one_out_baseline": Key("algorithm.baseline", _baseline),
+    "grpo.use_dynamic_sampling": Key("algorithm.dynamic_sampling", _bool),
+    "grpo.overlong_filtering": Key("algorithm.overlong_filtering", _bool),
+    "loss_fn.ratio_clip_min": Key("algorithm.loss.clip_low", _number),
+    "loss_fn.ratio_clip_max": Key("algorithm.loss.clip_high", _number),
+    "loss_fn.reference_policy_kl_penalty": Key("algorithm.loss.kl_beta", _number),
+    "loss_fn.use_importance_sampling_correction": Key("algorithm.loss.is_correction", _bool),
+    "policy.model_name": Key("model.path"),
+    "policy.train_micro_batch_size": Key("policy.micro_batch_size", _int),
+    "policy.max_total_sequence_length": Key("policy.max_seq_len", _max_seq_len),
+    "policy.precision": Key("policy.precision", _precision),
+    "policy.max_grad_norm": Key("policy.optimizer.grad_clip", _grad_clip),
+    "policy.optimizer.kwargs.lr": Key("policy.optimizer.lr", _number),
+    "policy.optimizer.kwargs.weight_decay": Key("policy.optimizer.weight_decay", _number),
+    "policy.optimizer.kwargs.betas": Key("policy.optimizer.betas", _betas),
+    "policy.optimizer.kwargs.eps": Key("policy.optimizer.eps", _number),
+    "policy.megatron_cfg.enabled": Key("policy.backend", lambda v: "megatron" if _bool(v) else "torch"),
+    "policy.megatron_cfg.tensor_model_parallel_size": Key("policy.parallel.tp", _int, when=MEGATRON),
+    "policy.megatron_cfg.pipeline_model_parallel_size": Key("policy.parallel.pp", _int, when=MEGATRON),
+    "policy.megatron_cfg.context_parallel_size": Key("policy.parallel.cp", _int, when=MEGATRON),
+    "policy.megatron_cfg.expert_model_parallel_size": Key("policy.parallel.ep", _int, when=MEGATRON),
+    "policy.megatron_cfg.expert_tensor_parallel_size": Key("policy.parallel.etp", _int, when=MEGATRON),
+    "policy.megatron_cfg.sequence_parallel": Key("policy.parallel.sp", _bool, when=MEGATRON),
+    "policy.megatron_cfg.optimizer.use_distributed_optimizer": Key("policy.distributed_optimizer", _bool,
+                                                                    when=MEGATRON),
+    "policy.megatron_cfg.optimizer.lr": Key("policy.optimizer.lr", _number, when=MEGATRON),
+    "policy.megatron_cfg.optimizer.weight_decay": Key("policy.optimizer.weight_decay", _number, when=MEGATRON),
+    "policy.megatron_cfg.optimizer.adam_eps": Key("policy.optimizer.eps", _number, when=MEGATRON),
+    "policy.megatron_cfg.optimizer.clip_grad": Key("policy.optimizer.grad_clip", _grad_clip, when=MEGATRON),
+    "policy.generation.backend": Key("generation.backend", _generation_backend),
+    "policy.generation.max_new_tokens": Key("generation.max_new_tokens", _int),
+    "policy.generation.temperature": Key("generation.temperature", _number),
+    "policy.generation.colocated.enabled": Key("generation.colocated", _bool),
+    "policy.generation.vllm_cfg.tensor_parallel_size": Key("generation.tp", _int),
+    "cluster.gpus_per_node": Key("cluster.devices_per_node", _int),
+    "cluster.num_nodes": Key("cluster.nodes", _int),
+    "checkpointing.save_period": Key("checkpoint.every_steps", _int, when="checkpointing.enabled"),
+    "data.shuffle": Key("data.shuffle", _bool),
+}
+
+# reference leaf pattern (fnmatch) -> why the harness owns that job
+SUPERSEDED: tuple[tuple[str, str], ...] = (
+    ("logger.*", "the harness owns logging: the run dir's metrics.jsonl, report.md and history"),
+    ("checkpointing.checkpoint_dir", "the harness places checkpoints in the run dir"),
+    ("checkpointing.enabled", "read only as the condition of checkpointing.save_period"),
+)
+
+
+def superseded_reason(key: str) -> str | None:
+    return next((why for pattern, why in SUPERSEDED if fnmatchcase(key, pattern)), None)
+
+
+def lookup(key: str, flat: Mapping[str, Any]) -> Key | None:
+    """The mapping of reference leaf `key` given the whole flat recipe, or None."""
+    entry = KEYS.get(key)
+    if entry is None or (entry.when is not None and flat.get(entry.when) is not True):
+        return None
+    return entry
+
+
+# A model name (a Hub id or a local path) -> our model.family. Qwen3.5 only: the families our
+# schema holds. "-A<n>B" names the active parameters of a mixture of experts.
+_QWEN3_5 = re.compile(r"qwen3[._]5", re.IGNORECASE)
+_MOE = re.compile(r"-a\d+(\.\d+)?b\b", re.IGNORECASE)
+
+
+def family_of(model_name: str) -> str | None:
+    base = model_name.rstrip("/").rsplit("/", 1)[-1]
+    if not _QWEN3_5.search(base):
+        return None
+    return "qwen3_5_moe" if _MOE.search(base) else "qwen3_5"
+
+
+# The reference's environment (the `env:` section's one key) -> our task.name
+TASKS: dict[str, str] = {"math": "math"}
+
+# The reference's driver (examples/run_<x>.py) -> our algorithm.name
+ALGORITHMS: dict[str, str] = {"run_grpo": "grpo", "run_grpo_math": "grpo", "run_vlm_grpo": "grpo"}
+
+# Suite list (tests/test_suites/<name>.txt) -> our hardware class: the reference's README says
+# the plain lists are H100 (8 GPUs a node) and the *_gb200 lists GB200, which we have no class for.
+def hardware_of_list(stem: str) -> str | None:
+    return None if "gb200" in stem else "h100"
