@@ -8,6 +8,17 @@ from dataclasses import dataclass, field
 
 from harness.errors import UserError
 
+# Series whose index is not the training step: the reference's GPU-monitor series (`ray/...`)
+# are logged at seconds since the start. A run's step span (and with it the completion and
+# coverage checks, and "run stopped at step N") comes from the other series, so a run cut at
+# step 3 of 40 is not taken as complete because a monitor logged at second 3000 (issue 21).
+CLOCK_INDEXED_PREFIXES = ("ray/",)
+
+
+def step_indexed(name: str) -> bool:
+    """Whether series `name` is indexed by training step (every series but the clock-indexed)."""
+    return not name.startswith(CLOCK_INDEXED_PREFIXES)
+
 
 class MetricsError(UserError, ValueError):
     """A run's metrics cannot be read. The message is one line and names the file (and line)."""
@@ -68,8 +79,9 @@ class Metrics(Mapping[str, dict[int, float]]):
         if isinstance(self.series, Columns):  # every metric at every step: no series need be built
             first, last = (self.series.steps[0], self.series.steps[-1]) if self.series else (None, None)
         else:  # each series ordered by step
-            first = min((next(iter(s)) for s in self.series.values() if s), default=None)
-            last = max((next(reversed(s)) for s in self.series.values() if s), default=None)
+            stepped = [s for name, s in self.series.items() if s and step_indexed(name)]
+            first = min((next(iter(s)) for s in stepped), default=None)
+            last = max((next(reversed(s)) for s in stepped), default=None)
         object.__setattr__(self, "_first_step", first)
         object.__setattr__(self, "_last_step", last)
 
@@ -96,7 +108,7 @@ class Metrics(Mapping[str, dict[int, float]]):
         return self._last_step
 
     def logged_steps(self) -> Collection[int]:
-        """The steps at which any metric was logged.
+        """The steps at which any step-indexed metric was logged.
 
         Each series is ordered by step without repeats, so one whose length spans the first to
         the last step holds every step in between: then the union is that range, found without
@@ -104,7 +116,7 @@ class Metrics(Mapping[str, dict[int, float]]):
         """
         if isinstance(self.series, Columns):
             return self.series.steps if self.series else ()
-        series = [s for s in self.series.values() if s]
+        series = [s for name, s in self.series.items() if s and step_indexed(name)]
         if not series:
             return ()
         first, last = self._first_step, self._last_step
