@@ -3,7 +3,7 @@
     torchrun --nproc_per_node 2 bench/megatron_gpu.py --model dense_1b --tp 2 --out results.jsonl
 
 Every rank builds the same random HF weights (seeded, on its GPU), hands them to
-`rl.backends.megatron.MegatronBackend` (the path the engine uses: HF -> megatron conversion,
+`rl.backends.megatron.backend.MegatronBackend` (the path the engine uses: HF -> megatron conversion,
 TP/EP sharding, Float16Module bf16, megatron DDP + optimizer), then times `--steps` train steps
 after `--warmup` steps of `--rows` rows x `--seq` tokens per data-parallel replica. FLOPs are the
 engine's formula (rl.models.flops.total_flops), MFU is against 790 TFLOP/s bf16 per GPU
@@ -71,7 +71,7 @@ def model_cfg(name: str, layers: str = "full") -> dict:
 
 
 def hf_weights(cfg: dict, vocab: int) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-    from rl.backends.megatron import hf_config_of
+    from rl.backends.megatron.backend import hf_config_of
     from rl.models.qwen3_5 import FAMILIES
 
     config = hf_config_of(cfg, vocab)

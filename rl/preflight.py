@@ -153,7 +153,7 @@ def _policy_refusals(cfg: RunConfig) -> list[str]:
     """The training backend's own check of the policy keys (the torch backend: data parallel, fp32)."""
     if cfg.policy.backend != "torch":
         if cfg.policy.compile and cfg.cluster.device == "cpu":
-            from rl.backends.megatron_compile import CPU_REFUSAL
+            from rl.backends.megatron.compile import CPU_REFUSAL
 
             return [CPU_REFUSAL]
         return []  # megatron's layout rules are checked by the harness plan; its config at setup

@@ -293,7 +293,7 @@ class Engine:
         the driver loading the whole model and shipping its state dict to each.
 
         True for the megatron backend with `model.path` set, no warm start and no resume: each
-        policy rank then reads only the tensors and slices it holds (rl/backends/megatron_load.py)
+        policy rank then reads only the tensors and slices it holds (rl/backends/megatron/load.py)
         and the generator, an HF model that needs every weight, loads the checkpoint itself. The
         driver keeps only the config (FLOPs, the image layout); it loads the whole model only
         to write an HF-format checkpoint (`checkpoint.hf_format`, at the first save: it writes

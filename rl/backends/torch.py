@@ -18,31 +18,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rl.algorithms.loss import LossConfig, clipped_pg_loss
+from rl.algorithms.loss import LossConfig
 from rl.backends import register
+from rl.backends.train_step import TRAIN_FIELDS, backward_micro_batch, micro_batches
 from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
 
-__all__ = ["TorchBackend", "add_metrics", "backward_micro_batch", "micro_batch_loss", "micro_batches"]
-
-# Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
-TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", "prev_logprobs",
-                "ref_logprobs", "advantages", "sample_mask")
-
-
-def micro_batches(columns: dict[str, torch.Tensor], size: int) -> list[tuple[dict[str, torch.Tensor], int]]:
-    """Cut row-aligned columns into micro-batches of exactly `size` rows.
-
-    The last one is padded with copies of its first row; returns (columns, real_rows) pairs.
-    """
-    rows = next(iter(columns.values())).shape[0]
-    out = []
-    for start in range(0, rows, size):
-        real = min(size, rows - start)
-        index = torch.arange(start, start + size)
-        index[real:] = start
-        out.append(({k: v[index] for k, v in columns.items()}, real))
-    return out
+__all__ = ["TorchBackend"]
 
 
 def _check_data_parallel_only(parallel: dict | None, precision: str, distributed_optimizer: bool,
@@ -57,36 +39,6 @@ def _check_data_parallel_only(parallel: dict | None, precision: str, distributed
         raise ValueError("policy.distributed_optimizer: the torch backend has no distributed optimizer")
     if compile:
         raise ValueError("policy.compile: the torch backend runs eager; use policy.backend: megatron")
-
-
-def micro_batch_loss(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,
-                     num_tokens: int) -> tuple[torch.Tensor, dict[str, float]]:
-    """ClippedPG loss of one micro-batch from its current log-probs, and its metrics.
-
-    Rows past `real` are padding copies (see `micro_batches`): they carry no loss and no metric.
-    Shared by every backend, so the loss a backend trains on cannot drift from another's.
-    """
-    sample_mask = mb["sample_mask"].clone()
-    sample_mask[real:] = 0
-    loss, metrics = clipped_pg_loss(
-        curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"], gen_logprobs=mb["gen_logprobs"],
-        ref_logprobs=mb["ref_logprobs"], advantages=mb["advantages"], token_mask=mb["response_mask"],
-        sample_mask=sample_mask, cfg=loss_cfg, num_tokens=num_tokens)
-    return loss, {key: float(value) for key, value in metrics.items()}
-
-
-def add_metrics(totals: dict[str, float], metrics: dict[str, float]) -> None:
-    """Sum one micro-batch's metrics into the step's totals."""
-    for key, value in metrics.items():
-        totals[key] = totals.get(key, 0.0) + value
-
-
-def backward_micro_batch(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,
-                         num_tokens: int, totals: dict[str, float]) -> None:
-    """`micro_batch_loss`, backward, metrics summed into totals."""
-    loss, metrics = micro_batch_loss(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens)
-    loss.backward()
-    add_metrics(totals, metrics)
 
 
 def _on(device: torch.device, batches: list[tuple[dict[str, torch.Tensor], int]]

@@ -25,6 +25,7 @@ import torch.distributed as dist
 from rl import faults, refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
+from rl.backends.train_step import TRAIN_FIELDS
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.models.image_inputs import IMAGE_FIELDS
 from rl.refit_channel import SENDER, RefitChannel
@@ -121,8 +122,6 @@ class PolicyWorker(WorkerBase):
     def train(self, data: BatchedDataDict | KVBatchMeta, *, num_tokens: int,
               loss_cfg: dict[str, Any]) -> dict[str, float]:
         """One optimizer step; metrics are this rank's share of the global means."""
-        from rl.backends.torch import TRAIN_FIELDS
-
         self._train_calls += 1
         self._plant_faults(self._train_calls)
         cols = self._read(data, TRAIN_FIELDS + self._image_fields(data))

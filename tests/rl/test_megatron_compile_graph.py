@@ -28,7 +28,7 @@ def _worker(rank: int, port: int, out: str) -> None:
 
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
-    from rl.backends.megatron_compile import quiet_default_tp_group
+    from rl.backends.megatron.compile import quiet_default_tp_group
     from rl.models import build_model
 
     torch.set_num_threads(1)

@@ -37,7 +37,8 @@ def _batch() -> dict[str, torch.Tensor]:
 
 def _train(grouped: bool) -> dict:
     from rl.algorithms.loss import LossConfig
-    from rl.backends import get_backend, megatron_experts
+    from rl.backends import get_backend
+    from rl.backends.megatron import experts as megatron_experts
     from rl.models import build_model
 
     SequentialMLP = megatron_experts.SequentialMLP
@@ -113,7 +114,7 @@ def test_grouped_experts_match_sequential_mlp(result: dict) -> None:
 
 
 def test_supported_widths_follow_the_16_byte_stride_rule() -> None:
-    from rl.backends.megatron_experts import grouped_mm_supported
+    from rl.backends.megatron.experts import grouped_mm_supported
 
     x32, x16 = torch.zeros(2, 8), torch.zeros(2, 8, dtype=torch.bfloat16)
     assert grouped_mm_supported(x32, 8, 12)
@@ -127,7 +128,7 @@ def test_grouped_glu_mlp_is_one_graph_and_matches_a_loop() -> None:
     host sync, and equal a per-expert loop."""
     import torch.nn.functional as F
 
-    from rl.backends.megatron_experts import grouped_glu_mlp
+    from rl.backends.megatron.experts import grouped_glu_mlp
 
     g = torch.Generator().manual_seed(0)
     counts = torch.tensor([3, 0, 5, 2])

@@ -1,4 +1,4 @@
-"""Per-rank loading of megatron weights from a safetensors checkpoint (rl/backends/megatron_load.py).
+"""Per-rank loading of megatron weights from a safetensors checkpoint (rl/backends/megatron/load.py).
 
 Tiny twins (Qwen3.5's hybrid layout: 3 gated-delta-net layers, then an attention layer) are
 saved with `save_pretrained` into several safetensors files (a small max_shard_size), then:
@@ -68,7 +68,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 def _coordinates(tp: int, ep: int, pp: int, num_layers: int):
     """(ShardRank, offset, count, first, last) of every rank of the layout (tp x pp grid, ep over it)."""
-    from rl.backends.megatron_convert import ShardRank
+    from rl.backends.megatron.convert import ShardRank
 
     for stage in range(pp):
         for t in range(tp):
@@ -80,7 +80,7 @@ def _coordinates(tp: int, ep: int, pp: int, num_layers: int):
 
 def _full_path(twin: str, directory: Path):
     """What the driver path gives: the whole model via from_pretrained, its HF text dict, the tower."""
-    from rl.backends import megatron_vision as mvis
+    from rl.backends.megatron import vision as mvis
     from rl.models import build_model
 
     vocab = VL_VOCAB if TWINS[twin][1] == "vision" else VOCAB
@@ -93,9 +93,9 @@ def _full_path(twin: str, directory: Path):
 
 @pytest.mark.parametrize("twin", sorted(TWINS))
 def test_rank_reads_equal_full_load_then_shard(checkpoints: dict[str, Path], twin: str) -> None:
-    from rl.backends import megatron_convert as conv
-    from rl.backends.megatron_load import SafetensorsCheckpoint, load_rank
-    from rl.backends.megatron_pipeline import to_stage
+    from rl.backends.megatron import convert as conv
+    from rl.backends.megatron.load import SafetensorsCheckpoint, load_rank
+    from rl.backends.megatron.pipeline import to_stage
 
     config, text, visual = _full_path(twin, checkpoints[twin])
     full = conv.hf_to_mcore(text, config)
@@ -146,8 +146,8 @@ def test_rank_reads_equal_full_load_then_shard(checkpoints: dict[str, Path], twi
 
 def test_read_counts_are_recorded(checkpoints: dict[str, Path]) -> None:
     """The record the tests above rely on: a whole load reads every byte of the checkpoint once."""
-    from rl.backends import megatron_convert as conv
-    from rl.backends.megatron_load import SafetensorsCheckpoint, load_rank
+    from rl.backends.megatron import convert as conv
+    from rl.backends.megatron.load import SafetensorsCheckpoint, load_rank
 
     config, text, _ = _full_path("moe", checkpoints["moe"])
     ckpt = SafetensorsCheckpoint(checkpoints["moe"])
@@ -161,8 +161,8 @@ def test_missing_tensor_is_an_error(checkpoints: dict[str, Path], tmp_path: Path
     import json
     import shutil
 
-    from rl.backends import megatron_convert as conv
-    from rl.backends.megatron_load import SafetensorsCheckpoint, load_rank
+    from rl.backends.megatron import convert as conv
+    from rl.backends.megatron.load import SafetensorsCheckpoint, load_rank
 
     directory = tmp_path / "broken"
     shutil.copytree(checkpoints["dense"], directory)
@@ -184,7 +184,7 @@ OPT = dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.
 def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None:
     import torch.distributed as dist
 
-    from rl.backends import megatron_shims
+    from rl.backends.megatron import shims as megatron_shims
 
     megatron_shims.apply()
     from megatron.core import parallel_state

@@ -126,7 +126,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None
     per world size instead of once per case is most of this file's time on two cores."""
     import torch.distributed as dist
 
-    from rl.backends import megatron_shims
+    from rl.backends.megatron import shims as megatron_shims
 
     megatron_shims.apply()  # before megatron's first import
     from megatron.core import parallel_state
