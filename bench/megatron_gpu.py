@@ -99,6 +99,7 @@ def main() -> None:
     dist.init_process_group("nccl")
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
+    from rl.config import OptimizerConfig, ParallelConfig
     from rl.models import token_logprobs
     from rl.models.flops import total_flops
 
@@ -108,8 +109,8 @@ def main() -> None:
     t0 = time.perf_counter()
     backend = get_backend("megatron")(
         model_cfg=cfg, vocab_size=vocab, micro_batch_size=args.mbs, weights=weights, seed=0,
-        optimizer_cfg=dict(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=dict(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp), precision=args.precision,
+        optimizer_cfg=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
+        parallel=ParallelConfig(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp), precision=args.precision,
         distributed_optimizer=args.distributed_optimizer, compile=args.compile_layers)
     build_s = time.perf_counter() - t0
     data = batch(args.rows * backend.dp_size, args.seq, vocab, seed=1)

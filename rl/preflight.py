@@ -32,7 +32,7 @@ import importlib.util
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -160,7 +160,7 @@ def _policy_refusals(cfg: RunConfig) -> list[str]:
     from rl.backends.torch import _check_data_parallel_only  # the backend's one statement of its limits
 
     try:
-        _check_data_parallel_only(asdict(cfg.policy.parallel), cfg.policy.precision, cfg.policy.distributed_optimizer,
+        _check_data_parallel_only(cfg.policy.parallel, cfg.policy.precision, cfg.policy.distributed_optimizer,
                                   cfg.policy.compile)
     except ValueError as error:
         return [_one_line(error)]

@@ -251,9 +251,9 @@ class Engine:
         teacher = self._teacher(tokenizer, env, device) if distill else None
         master = cluster.call([ranks[0]], "rendezvous_address")[0]
         backend_kwargs = {"model_cfg": model_cfg, "vocab_size": len(tokenizer), "seed": alg.seed,
-                          "optimizer_cfg": asdict(cfg.policy.optimizer),
+                          "optimizer_cfg": cfg.policy.optimizer,
                           "micro_batch_size": cfg.policy.micro_batch_size,
-                          "parallel": asdict(cfg.policy.parallel), "precision": cfg.policy.precision,
+                          "parallel": cfg.policy.parallel, "precision": cfg.policy.precision,
                           "distributed_optimizer": cfg.policy.distributed_optimizer,
                           "compile": cfg.policy.compile}
         teacher_ref = ray.put(teacher["spec"]) if teacher else None

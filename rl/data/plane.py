@@ -86,8 +86,9 @@ class DataPlane(abc.ABC):
 
     @abc.abstractmethod
     def train(self, handle: Any, policy: Any, *, advantages: torch.Tensor, sample_mask: torch.Tensor,
-              num_tokens: int, loss_cfg: dict) -> dict[str, Any]:
-        """One optimizer step over the rows, rank r on the r-th contiguous block."""
+              num_tokens: int, loss_cfg: Any) -> dict[str, Any]:
+        """One optimizer step over the rows, rank r on the r-th contiguous block; `loss_cfg` (the
+        recipe's `LossConfig`) goes to the ranks as it is."""
 
     @abc.abstractmethod
     def distill(self, handle: Any, policy: Any, *, sample_mask: torch.Tensor, cfg: Any) -> dict[str, Any]:
@@ -124,7 +125,7 @@ class LegacyPlane(DataPlane):
         return {f: batch[f] for f in fields}
 
     def train(self, batch: BatchedDataDict, policy: Any, *, advantages: torch.Tensor,
-              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: dict) -> dict[str, Any]:
+              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: Any) -> dict[str, Any]:
         batch["advantages"] = advantages
         batch["sample_mask"] = sample_mask
         return policy.train(batch, num_tokens=num_tokens, loss_cfg=loss_cfg)
@@ -174,7 +175,7 @@ class TQPlane(DataPlane):
         return self.store.get(meta, list(fields))
 
     def train(self, meta: KVBatchMeta, policy: Any, *, advantages: torch.Tensor,
-              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: dict) -> dict[str, Any]:
+              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: Any) -> dict[str, Any]:
         meta = self.store.put(meta, columns={"advantages": advantages, "sample_mask": sample_mask})
         shards = [meta.slice(a, b) for a, b in contiguous_blocks(len(meta), policy.dp_size)]
         return policy.train(shards, num_tokens=num_tokens, loss_cfg=loss_cfg)

@@ -120,12 +120,12 @@ class PolicyWorker(WorkerBase):
         return self._answer(data, {"ref_logprobs" if reference else "prev_logprobs": lp})
 
     def train(self, data: BatchedDataDict | KVBatchMeta, *, num_tokens: int,
-              loss_cfg: dict[str, Any]) -> dict[str, float]:
+              loss_cfg: LossConfig) -> dict[str, float]:
         """One optimizer step; metrics are this rank's share of the global means."""
         self._train_calls += 1
         self._plant_faults(self._train_calls)
         cols = self._read(data, TRAIN_FIELDS + self._image_fields(data))
-        out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=LossConfig.from_dict(loss_cfg))
+        out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=loss_cfg)
         out["rows"] = int(cols["input_ids"].shape[0])
         if self.device == "cuda":
             out["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30

@@ -12,7 +12,6 @@ everything the driver reads back must be bitwise identical on both paths.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -117,7 +116,7 @@ def _step(path_name: str) -> tuple[dict[str, torch.Tensor], dict[str, Any], list
     rows = len(uids)
     num_tokens = int(read["response_mask"].sum())
     train = path.train(handle, group, advantages=torch.linspace(-1, 1, rows), sample_mask=torch.ones(rows),
-                       num_tokens=num_tokens, loss_cfg=asdict(LossConfig()))
+                       num_tokens=num_tokens, loss_cfg=LossConfig())
     path.finish(handle)
     return read, train, backends
 

@@ -39,6 +39,7 @@ def _train(grouped: bool) -> dict:
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
     from rl.backends.megatron import experts as megatron_experts
+    from rl.config import OptimizerConfig, ParallelConfig
     from rl.models import build_model
 
     SequentialMLP = megatron_experts.SequentialMLP
@@ -55,8 +56,8 @@ def _train(grouped: bool) -> dict:
     backend = get_backend("megatron")(
         model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=4, seed=0,  # one forward per call
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
-        optimizer_cfg=dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=dict(tp=1, ep=1, cp=1, pp=1, sp=False))
+        optimizer_cfg=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
+        parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False))
     experts = [m for m in backend.gpt.modules() if isinstance(m, megatron_experts.GroupedExperts)]
     forward = megatron_experts.GroupedExperts.forward if grouped else SequentialMLP.forward
     torch._grouped_mm = counted

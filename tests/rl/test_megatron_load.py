@@ -23,6 +23,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from rl.config import OptimizerConfig, ParallelConfig
+
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core is not installed", allow_module_level=True)
 
@@ -178,7 +180,7 @@ def test_missing_tensor_is_an_error(checkpoints: dict[str, Path], tmp_path: Path
 # --- the backend in a gloo world of 2 --------------------------------------------------------
 
 BACKEND_CASES = [("dense", {"tp": 2}), ("moe", {"ep": 2}), ("moe_vl", {"pp": 2})]
-OPT = dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
+OPT = OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
 
 
 def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None:
@@ -198,7 +200,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None
         cfg = _model_cfg(twin, path)
         vocab = VL_VOCAB if TWINS[twin][1] == "vision" else VOCAB
         kwargs = dict(model_cfg=cfg, vocab_size=vocab, optimizer_cfg=OPT, micro_batch_size=2, seed=0,
-                      parallel=parallel)
+                      parallel=ParallelConfig(**parallel))
         params = {}
         for mode in ("whole", "path"):
             weights = build_model(cfg, vocab_size=vocab, seed=0).state_dict() if mode == "whole" else None

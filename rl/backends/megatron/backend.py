@@ -44,7 +44,8 @@ from megatron.core.distributed import (  # noqa: E402
     finalize_model_grads,
 )
 from megatron.core.models.gpt import GPTModel  # noqa: E402
-from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer  # noqa: E402
+from megatron.core.optimizer import OptimizerConfig as MegatronOptimizerConfig  # noqa: E402
+from megatron.core.optimizer import get_megatron_optimizer  # noqa: E402
 from megatron.core.transformer.module import Float16Module  # noqa: E402
 from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker  # noqa: E402
 
@@ -64,6 +65,7 @@ from rl.backends.train_step import (  # noqa: E402
     micro_batch_loss,
     micro_batches,
 )
+from rl.config import OptimizerConfig, ParallelConfig  # noqa: E402
 from rl.data.errors import DataIntegrityError  # noqa: E402
 from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
 from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
@@ -99,7 +101,7 @@ def _ensure_process_group() -> None:
                             timeout=datetime.timedelta(seconds=120))
 
 
-def _init_parallel(parallel: mcfg.ParallelConfig, seed: int) -> None:
+def _init_parallel(parallel: ParallelConfig, seed: int) -> None:
     if ps.model_parallel_is_initialized():
         have = (ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size(),
                 ps.get_context_parallel_world_size(), ps.get_expert_model_parallel_world_size())
@@ -134,7 +136,8 @@ class MegatronBackend:
     """Policy + reference + megatron optimizer on one rank of a TP x EP x DP grid.
 
     Args (beyond TorchBackend's):
-        parallel: `policy.parallel` (tp, pp, cp, ep, etp, sp); dp is world / (tp*pp*cp).
+        parallel: `policy.parallel` (`rl.config.ParallelConfig`: tp, pp, cp, ep, etp, sp; None: the
+            default); dp is world / (tp*pp*cp).
         precision: "fp32" or "bf16" (bf16 params through megatron's Float16Module, fp32 main
             weights in the optimizer).
         distributed_optimizer: shard optimizer state over the data-parallel group.
@@ -142,8 +145,8 @@ class MegatronBackend:
             (`rl.backends.megatron.compile`).
     """
 
-    def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: dict, micro_batch_size: int,
-                 weights: dict[str, torch.Tensor] | None, seed: int, parallel: dict | None = None,
+    def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig, micro_batch_size: int,
+                 weights: dict[str, torch.Tensor] | None, seed: int, parallel: ParallelConfig | None = None,
                  precision: str = "fp32", distributed_optimizer: bool = False, compile: bool = False) -> None:
         if compile and shims.on_cpu():
             raise ValueError(mcomp.CPU_REFUSAL)
@@ -152,7 +155,7 @@ class MegatronBackend:
         if distributed_optimizer and shims.on_cpu():
             raise ValueError("policy.distributed_optimizer: megatron-core's DistributedOptimizer "
                              "accepts CUDA tensors only; set it false for CPU runs")
-        self.parallel = mcfg.ParallelConfig.from_dict(parallel)
+        self.parallel = mcfg.check_parallel(parallel if parallel is not None else ParallelConfig())
         _ensure_process_group()
         _init_parallel(self.parallel, seed)
         self.vl_config = mvis.vl_config_of(model_cfg, vocab_size) if model_cfg.get("modality") == "vision" else None
@@ -185,10 +188,10 @@ class MegatronBackend:
         ddp_config = DistributedDataParallelConfig(
             grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=distributed_optimizer)
         self.ddp = DistributedDataParallel(config=self.config, ddp_config=ddp_config, module=self.model)
-        self.optimizer = get_megatron_optimizer(OptimizerConfig(
-            optimizer="adam", lr=optimizer_cfg["lr"], weight_decay=optimizer_cfg["weight_decay"],
-            adam_beta1=optimizer_cfg["betas"][0], adam_beta2=optimizer_cfg["betas"][1],
-            adam_eps=optimizer_cfg["eps"], clip_grad=float(optimizer_cfg.get("grad_clip") or 0.0),
+        self.optimizer = get_megatron_optimizer(MegatronOptimizerConfig(
+            optimizer="adam", lr=optimizer_cfg.lr, weight_decay=optimizer_cfg.weight_decay,
+            adam_beta1=optimizer_cfg.betas[0], adam_beta2=optimizer_cfg.betas[1],
+            adam_eps=optimizer_cfg.eps, clip_grad=float(optimizer_cfg.grad_clip or 0.0),
             bf16=precision == "bf16", params_dtype=PRECISIONS[precision],
             use_distributed_optimizer=distributed_optimizer), [self.ddp])
         if not shims.on_cpu():

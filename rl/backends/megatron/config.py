@@ -25,8 +25,6 @@ Mapping (HF Qwen3.5 -> megatron-core 0.19.2, local non-Transformer-Engine spec):
 from __future__ import annotations
 
 import copy
-import dataclasses
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -42,40 +40,24 @@ from megatron.core.transformer.transformer_config import TransformerConfig  # no
 from megatron.core.transformer.transformer_layer import TransformerLayer  # noqa: E402
 
 from rl.backends.megatron.experts import with_grouped_experts  # noqa: E402
+from rl.config import ParallelConfig  # noqa: E402
 from rl.models.mrope import mrope_angles, mrope_section_of  # noqa: E402
 
-__all__ = ["GatedOutputNorm", "InterleavedMRoPE", "ParallelConfig", "ZeroCenteredRMSNorm", "block_spec",
+__all__ = ["GatedOutputNorm", "InterleavedMRoPE", "ZeroCenteredRMSNorm", "block_spec", "check_parallel",
            "gpt_rope_kwargs", "transformer_config", "is_moe"]
 
 LAYER_TYPES = ("full_attention", "linear_attention")
 
 
-@dataclass(kw_only=True, frozen=True)
-class ParallelConfig:
-    """The recipe's `policy.parallel` section (dp is derived from the world size)."""
-
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    ep: int = 1
-    etp: int = 1
-    sp: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("tp", "pp", "cp", "ep", "etp"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"policy.parallel.{name} must be >= 1, got {getattr(self, name)}")
-        if self.sp and self.tp == 1:
-            raise ValueError("policy.parallel.sp needs policy.parallel.tp > 1")
-
-    @classmethod
-    def from_dict(cls, section: dict | None) -> ParallelConfig:
-        section = dict(section or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"policy.parallel: unknown key(s) {unknown}; valid keys: {sorted(known)}")
-        return cls(**section)
+def check_parallel(parallel: ParallelConfig) -> ParallelConfig:
+    """`parallel` (the recipe's `policy.parallel`; dp is derived from the world size) if the
+    megatron backend can lay it out: every size >= 1, and sequence parallelism only with tp > 1."""
+    for name in ("tp", "pp", "cp", "ep", "etp"):
+        if int(getattr(parallel, name)) < 1:
+            raise ValueError(f"policy.parallel.{name} must be >= 1, got {getattr(parallel, name)}")
+    if parallel.sp and parallel.tp == 1:
+        raise ValueError("policy.parallel.sp needs policy.parallel.tp > 1")
+    return parallel
 
 
 class ZeroCenteredRMSNorm(torch.nn.Module):
