@@ -1,6 +1,6 @@
 """Grouped experts on a GPU: `python3 bench/grouped_experts_check.py` (CUDA, bf16).
 
-1. Correctness: `rl.backends.megatron_experts.grouped_glu_mlp` (two `torch._grouped_mm`) against
+1. Correctness: `rl.backends.megatron.experts.grouped_glu_mlp` (two `torch._grouped_mm`) against
    a per-expert loop, forward and the gradients of x, fc1 and fc2, with token counts that are not
    multiples of 8 and empty experts. Exit 1 when any relative error is above 2e-2 (bf16).
 2. Speed at moe_1b's shapes (16 experts, hidden 1024, expert FFN 512, 16k tokens x top-4): the
@@ -17,7 +17,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from rl.backends.megatron_experts import grouped_glu_mlp
+from rl.backends.megatron.experts import grouped_glu_mlp
 
 
 def loop_glu_mlp(x, fc1, fc2, counts, probs):

@@ -3,7 +3,7 @@
     torchrun --nproc_per_node 2 bench/megatron_gpu.py --model dense_1b --tp 2 --out results.jsonl
 
 Every rank builds the same random HF weights (seeded, on its GPU), hands them to
-`rl.backends.megatron.MegatronBackend` (the path the engine uses: HF -> megatron conversion,
+`rl.backends.megatron.backend.MegatronBackend` (the path the engine uses: HF -> megatron conversion,
 TP/EP sharding, Float16Module bf16, megatron DDP + optimizer), then times `--steps` train steps
 after `--warmup` steps of `--rows` rows x `--seq` tokens per data-parallel replica. FLOPs are the
 engine's formula (rl.models.flops.total_flops), MFU is against 790 TFLOP/s bf16 per GPU
@@ -84,7 +84,7 @@ def model_cfg(name: str, layers: str = "full", num_layers: int | None = None) ->
 
 
 def hf_weights(cfg: dict, vocab: int) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-    from rl.backends.megatron import hf_config_of
+    from rl.backends.megatron.backend import hf_config_of
     from rl.models.qwen3_5 import FAMILIES
 
     config = hf_config_of(cfg, vocab)
@@ -112,6 +112,7 @@ def main() -> None:
     dist.init_process_group("nccl")
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
+    from rl.config import OptimizerConfig, ParallelConfig
     from rl.models import token_logprobs
     from rl.models.flops import total_flops
 
@@ -121,8 +122,8 @@ def main() -> None:
     t0 = time.perf_counter()
     backend = get_backend("megatron")(
         model_cfg=cfg, vocab_size=vocab, micro_batch_size=args.mbs, weights=weights, seed=0,
-        optimizer_cfg=dict(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=dict(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp), precision=args.precision,
+        optimizer_cfg=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
+        parallel=ParallelConfig(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp), precision=args.precision,
         distributed_optimizer=args.distributed_optimizer, compile=args.compile_layers)
     build_s = time.perf_counter() - t0
     data = batch(args.rows * backend.dp_size, args.seq, vocab, seed=1)

@@ -32,7 +32,7 @@ import importlib.util
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -153,14 +153,14 @@ def _policy_refusals(cfg: RunConfig) -> list[str]:
     """The training backend's own check of the policy keys (the torch backend: data parallel, fp32)."""
     if cfg.policy.backend != "torch":
         if cfg.policy.compile and cfg.cluster.device == "cpu":
-            from rl.backends.megatron_compile import CPU_REFUSAL
+            from rl.backends.megatron.compile import CPU_REFUSAL
 
             return [CPU_REFUSAL]
         return []  # megatron's layout rules are checked by the harness plan; its config at setup
     from rl.backends.torch import _check_data_parallel_only  # the backend's one statement of its limits
 
     try:
-        _check_data_parallel_only(asdict(cfg.policy.parallel), cfg.policy.precision, cfg.policy.distributed_optimizer,
+        _check_data_parallel_only(cfg.policy.parallel, cfg.policy.precision, cfg.policy.distributed_optimizer,
                                   cfg.policy.compile)
     except ValueError as error:
         return [_one_line(error)]

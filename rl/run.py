@@ -251,9 +251,9 @@ class Engine:
         teacher = self._teacher(tokenizer, env, device) if distill else None
         master = cluster.call([ranks[0]], "rendezvous_address")[0]
         backend_kwargs = {"model_cfg": model_cfg, "vocab_size": len(tokenizer), "seed": alg.seed,
-                          "optimizer_cfg": asdict(cfg.policy.optimizer),
+                          "optimizer_cfg": cfg.policy.optimizer,
                           "micro_batch_size": cfg.policy.micro_batch_size,
-                          "parallel": asdict(cfg.policy.parallel), "precision": cfg.policy.precision,
+                          "parallel": cfg.policy.parallel, "precision": cfg.policy.precision,
                           "distributed_optimizer": cfg.policy.distributed_optimizer,
                           "compile": cfg.policy.compile}
         teacher_ref = ray.put(teacher["spec"]) if teacher else None
@@ -293,7 +293,7 @@ class Engine:
         the driver loading the whole model and shipping its state dict to each.
 
         True for the megatron backend with `model.path` set, no warm start and no resume: each
-        policy rank then reads only the tensors and slices it holds (rl/backends/megatron_load.py)
+        policy rank then reads only the tensors and slices it holds (rl/backends/megatron/load.py)
         and the generator, an HF model that needs every weight, loads the checkpoint itself. The
         driver keeps only the config (FLOPs, the image layout); it loads the whole model only
         to write an HF-format checkpoint (`checkpoint.hf_format`, at the first save: it writes

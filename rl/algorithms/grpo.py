@@ -10,7 +10,7 @@ bitwise identical (the parity test checks it).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -80,7 +80,7 @@ class GRPODriver:
         self.env = env
         self.store = store
         self.layout = layout
-        self.loss_cfg = asdict(cfg.algorithm.loss)
+        self.loss_cfg = cfg.algorithm.loss
         self.cursor = 0  # batches of prompts drawn so far (the data cursor)
 
     # --- rollout -------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Training backends by name: one file per backend, each registers itself on import.
+"""Training backends by name: one module per backend (megatron: a package, its class in
+rl/backends/megatron/backend.py), each registers itself on import; the train-step pieces both share
+are in rl/backends/train_step.py.
 
 A backend owns the trainable policy, its optimizer and a frozen reference copy on one rank, and
 offers log-probs and one optimizer step over a batch of fixed-shape tensors. The policy worker
@@ -13,7 +15,7 @@ from typing import Any, Callable
 
 __all__ = ["BACKEND_MODULES", "get_backend", "register"]
 
-BACKEND_MODULES = {"torch": "rl.backends.torch", "megatron": "rl.backends.megatron"}
+BACKEND_MODULES = {"torch": "rl.backends.torch", "megatron": "rl.backends.megatron.backend"}
 _REGISTRY: dict[str, Callable[..., Any]] = {}
 
 

@@ -18,36 +18,20 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rl.algorithms.loss import LossConfig, clipped_pg_loss
+from rl.algorithms.loss import LossConfig
 from rl.backends import register
+from rl.backends.train_step import TRAIN_FIELDS, backward_micro_batch, micro_batches
+from rl.config import OptimizerConfig, ParallelConfig
 from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
 
-__all__ = ["TorchBackend", "add_metrics", "backward_micro_batch", "micro_batch_loss", "micro_batches"]
-
-# Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
-TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", "prev_logprobs",
-                "ref_logprobs", "advantages", "sample_mask")
+__all__ = ["TorchBackend"]
 
 
-def micro_batches(columns: dict[str, torch.Tensor], size: int) -> list[tuple[dict[str, torch.Tensor], int]]:
-    """Cut row-aligned columns into micro-batches of exactly `size` rows.
-
-    The last one is padded with copies of its first row; returns (columns, real_rows) pairs.
-    """
-    rows = next(iter(columns.values())).shape[0]
-    out = []
-    for start in range(0, rows, size):
-        real = min(size, rows - start)
-        index = torch.arange(start, start + size)
-        index[real:] = start
-        out.append(({k: v[index] for k, v in columns.items()}, real))
-    return out
-
-
-def _check_data_parallel_only(parallel: dict | None, precision: str, distributed_optimizer: bool,
+def _check_data_parallel_only(parallel: ParallelConfig | None, precision: str, distributed_optimizer: bool,
                               compile: bool = False) -> None:
-    model_parallel = {k: v for k, v in (parallel or {}).items() if k in ("tp", "pp", "cp", "ep", "etp") and v != 1}
+    parallel = parallel if parallel is not None else ParallelConfig()
+    model_parallel = {k: getattr(parallel, k) for k in ("tp", "pp", "cp", "ep", "etp") if getattr(parallel, k) != 1}
     if model_parallel:
         raise ValueError(f"policy.parallel: the torch backend is data parallel only, got {model_parallel}; "
                          "use policy.backend: megatron")
@@ -57,36 +41,6 @@ def _check_data_parallel_only(parallel: dict | None, precision: str, distributed
         raise ValueError("policy.distributed_optimizer: the torch backend has no distributed optimizer")
     if compile:
         raise ValueError("policy.compile: the torch backend runs eager; use policy.backend: megatron")
-
-
-def micro_batch_loss(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,
-                     num_tokens: int) -> tuple[torch.Tensor, dict[str, float]]:
-    """ClippedPG loss of one micro-batch from its current log-probs, and its metrics.
-
-    Rows past `real` are padding copies (see `micro_batches`): they carry no loss and no metric.
-    Shared by every backend, so the loss a backend trains on cannot drift from another's.
-    """
-    sample_mask = mb["sample_mask"].clone()
-    sample_mask[real:] = 0
-    loss, metrics = clipped_pg_loss(
-        curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"], gen_logprobs=mb["gen_logprobs"],
-        ref_logprobs=mb["ref_logprobs"], advantages=mb["advantages"], token_mask=mb["response_mask"],
-        sample_mask=sample_mask, cfg=loss_cfg, num_tokens=num_tokens)
-    return loss, {key: float(value) for key, value in metrics.items()}
-
-
-def add_metrics(totals: dict[str, float], metrics: dict[str, float]) -> None:
-    """Sum one micro-batch's metrics into the step's totals."""
-    for key, value in metrics.items():
-        totals[key] = totals.get(key, 0.0) + value
-
-
-def backward_micro_batch(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,
-                         num_tokens: int, totals: dict[str, float]) -> None:
-    """`micro_batch_loss`, backward, metrics summed into totals."""
-    loss, metrics = micro_batch_loss(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens)
-    loss.backward()
-    add_metrics(totals, metrics)
 
 
 def _on(device: torch.device, batches: list[tuple[dict[str, torch.Tensor], int]]
@@ -101,21 +55,22 @@ class TorchBackend:
     """Policy + reference + optimizer on one data-parallel rank.
 
     Args:
-        model_cfg: the recipe's `model` section as a dict.
+        model_cfg: the recipe's `model` section as a dict (what `rl.models.build_model` takes).
         vocab_size: the tokenizer's vocabulary size.
-        optimizer_cfg: the recipe's `policy.optimizer` section as a dict.
+        optimizer_cfg: the recipe's `policy.optimizer` section (`rl.config.OptimizerConfig`).
         micro_batch_size: rows per forward.
         weights: initial policy weights (the warm-started state dict); also the reference.
         seed: model construction seed (weights are replaced by `weights` anyway).
-        parallel, precision, distributed_optimizer: the recipe's `policy` fields; this backend
+        parallel, precision, distributed_optimizer: the recipe's `policy` fields (`parallel` an
+            `rl.config.ParallelConfig`, None: the default); this backend
             runs data parallel in fp32 only and refuses anything else.
         device: "cpu" or "cuda" (the worker's one visible GPU). On CUDA the kernels are set
             deterministic, so the legacy and TQ data paths still give the same bits.
     """
 
-    def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: dict,
+    def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig,
                  micro_batch_size: int, weights: dict[str, torch.Tensor], seed: int,
-                 parallel: dict | None = None, precision: str = "fp32",
+                 parallel: ParallelConfig | None = None, precision: str = "fp32",
                  distributed_optimizer: bool = False, device: str = "cpu", compile: bool = False) -> None:
         _check_data_parallel_only(parallel, precision, distributed_optimizer, compile)
         self.device = torch.device(device)
@@ -126,10 +81,10 @@ class TorchBackend:
         self.model.to(self.device)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
         self.micro_batch_size = micro_batch_size
-        self.grad_clip = optimizer_cfg.get("grad_clip")
+        self.grad_clip = optimizer_cfg.grad_clip
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=optimizer_cfg["lr"], betas=tuple(optimizer_cfg["betas"]),
-            eps=optimizer_cfg["eps"], weight_decay=optimizer_cfg["weight_decay"],
+            self.model.parameters(), lr=optimizer_cfg.lr, betas=tuple(optimizer_cfg.betas),
+            eps=optimizer_cfg.eps, weight_decay=optimizer_cfg.weight_decay,
             fused=self.device.type == "cuda" or None)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
 

@@ -12,7 +12,10 @@ One interface, `DataPlane`, two implementations registered by name in `PLANES`
 
 The engine asks the backend class how many whole CPUs its Ray actors take (`ray_cpus`, before
 Ray starts), opens it (`open`), hands `worker_client` to every policy rank and the plane itself
-to the driver, and closes it on the way out; it never names a backend.
+to the driver, and closes it on the way out; it never names a backend. `worker_client` is the
+rank's side of the same backend (`RankRows`: `CallRows` for legacy, `StoreRows` for tq): how a
+rank reads the rows a call brings and answers with the columns it computed, so the policy
+worker never asks which backend it serves.
 
 Parity by construction: training hands rank r the same contiguous block of rows on both paths
 (the TQ path passes one receipt per rank, which dispatch never reorders), and log-probs, which
@@ -22,6 +25,7 @@ the TQ path shards by sequence length, are row-local and computed on fixed-shape
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,7 +35,8 @@ from rl.data.client import DataPlaneClient, make_client
 from rl.data.errors import DataIntegrityError
 from rl.data.kv_meta import KVBatchMeta, make_key
 
-__all__ = ["PLANES", "DataPlane", "LegacyPlane", "TQPlane", "contiguous_blocks", "plane_class"]
+__all__ = ["PLANES", "CallRows", "DataPlane", "LegacyPlane", "RankRows", "StoreRows", "TQPlane", "contiguous_blocks",
+           "plane_class"]
 
 READ_BACK = ("prev_logprobs", "ref_logprobs", "gen_logprobs", "response_mask")
 
@@ -42,6 +47,55 @@ def contiguous_blocks(rows: int, ranks: int) -> list[tuple[int, int]]:
         raise DataIntegrityError(f"{rows} rows do not split over {ranks} ranks")
     per = rows // ranks
     return [(r * per, (r + 1) * per) for r in range(ranks)]
+
+
+class RankRows(abc.ABC):
+    """A policy rank's side of a data plane: what it does with the `handle` a call brings (the
+    driver's handle, or this rank's shard of it)."""
+
+    @abc.abstractmethod
+    def fields(self, handle: Any) -> tuple[str, ...]:
+        """The names of the columns the rows carry."""
+
+    @abc.abstractmethod
+    def read(self, handle: Any, fields: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        """The named columns of the rows, in the handle's row order."""
+
+    @abc.abstractmethod
+    def answer(self, handle: Any, columns: dict[str, torch.Tensor]) -> Any:
+        """What the rank returns for the columns it computed for these rows."""
+
+
+class CallRows(RankRows):
+    """Legacy: the handle is a `BatchedDataDict` that came with the call; the answer is the
+    computed columns themselves."""
+
+    def fields(self, batch: BatchedDataDict) -> tuple[str, ...]:
+        return tuple(batch)
+
+    def read(self, batch: BatchedDataDict, fields: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        return {f: batch[f] for f in fields}
+
+    def answer(self, batch: BatchedDataDict, columns: dict[str, torch.Tensor]) -> BatchedDataDict:
+        return BatchedDataDict(columns)
+
+
+@dataclass(frozen=True)
+class StoreRows(RankRows):
+    """TQ: the handle is a `KVBatchMeta` receipt; columns are read from and written back to
+    `store` (a TQStore pickles to a lazy attach to the driver's store), and the answer is the
+    updated receipt."""
+
+    store: DataPlaneClient
+
+    def fields(self, meta: KVBatchMeta) -> tuple[str, ...]:
+        return meta.fields
+
+    def read(self, meta: KVBatchMeta, fields: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        return self.store.get(meta, list(fields))
+
+    def answer(self, meta: KVBatchMeta, columns: dict[str, torch.Tensor]) -> KVBatchMeta:
+        return self.store.put(meta, columns=columns)
 
 
 class DataPlane(abc.ABC):
@@ -67,9 +121,9 @@ class DataPlane(abc.ABC):
         """The backend for the recipe's `data_plane` section (Ray is up); `group_size`: samples per prompt."""
 
     @property
-    def worker_client(self) -> DataPlaneClient | None:
-        """What each policy rank is given to read and write rows (None: the rows come with the call)."""
-        return None
+    @abc.abstractmethod
+    def worker_client(self) -> RankRows:
+        """What each policy rank is given to read the rows a call brings and answer with its columns."""
 
     @abc.abstractmethod
     def put_rollout(self, *, step: int, uids: list[str], columns: dict[str, torch.Tensor],
@@ -86,8 +140,9 @@ class DataPlane(abc.ABC):
 
     @abc.abstractmethod
     def train(self, handle: Any, policy: Any, *, advantages: torch.Tensor, sample_mask: torch.Tensor,
-              num_tokens: int, loss_cfg: dict) -> dict[str, Any]:
-        """One optimizer step over the rows, rank r on the r-th contiguous block."""
+              num_tokens: int, loss_cfg: Any) -> dict[str, Any]:
+        """One optimizer step over the rows, rank r on the r-th contiguous block; `loss_cfg` (the
+        recipe's `LossConfig`) goes to the ranks as it is."""
 
     @abc.abstractmethod
     def distill(self, handle: Any, policy: Any, *, sample_mask: torch.Tensor, cfg: Any) -> dict[str, Any]:
@@ -110,6 +165,10 @@ class LegacyPlane(DataPlane):
     def open(cls, section: Any, *, group_size: int) -> LegacyPlane:
         return cls(group_size=group_size)
 
+    @property
+    def worker_client(self) -> CallRows:
+        return CallRows()
+
     def put_rollout(self, *, step: int, uids: list[str], columns: dict[str, torch.Tensor],
                     lengths: list[int], tags: list[dict] | None = None) -> BatchedDataDict:
         return BatchedDataDict(dict(columns))
@@ -124,7 +183,7 @@ class LegacyPlane(DataPlane):
         return {f: batch[f] for f in fields}
 
     def train(self, batch: BatchedDataDict, policy: Any, *, advantages: torch.Tensor,
-              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: dict) -> dict[str, Any]:
+              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: Any) -> dict[str, Any]:
         batch["advantages"] = advantages
         batch["sample_mask"] = sample_mask
         return policy.train(batch, num_tokens=num_tokens, loss_cfg=loss_cfg)
@@ -157,8 +216,8 @@ class TQPlane(DataPlane):
         return cls(store=make_client(section), group_size=group_size)
 
     @property
-    def worker_client(self) -> DataPlaneClient:
-        return self.store
+    def worker_client(self) -> StoreRows:
+        return StoreRows(self.store)
 
     def put_rollout(self, *, step: int, uids: list[str], columns: dict[str, torch.Tensor],
                     lengths: list[int], tags: list[dict] | None = None) -> KVBatchMeta:
@@ -174,7 +233,7 @@ class TQPlane(DataPlane):
         return self.store.get(meta, list(fields))
 
     def train(self, meta: KVBatchMeta, policy: Any, *, advantages: torch.Tensor,
-              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: dict) -> dict[str, Any]:
+              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: Any) -> dict[str, Any]:
         meta = self.store.put(meta, columns={"advantages": advantages, "sample_mask": sample_mask})
         shards = [meta.slice(a, b) for a, b in contiguous_blocks(len(meta), policy.dp_size)]
         return policy.train(shards, num_tokens=num_tokens, loss_cfg=loss_cfg)

@@ -3,7 +3,7 @@
 The valid-chunk and valid-token counts are all-reduced FIRST, before any rank could return
 early (a rank with no valid chunk still joins the collective, so no rank waits forever), and
 divide every rank's loss, so the all-reduced gradient is the single-rank gradient. Micro-batches
-have one fixed shape (rl/backends/torch.py, `micro_batches`); their padding rows are neither
+have one fixed shape (rl/backends/train_step.py, `micro_batches`); their padding rows are neither
 valid chunks nor samples.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rl.backends.torch import add_metrics, micro_batches
+from rl.backends.train_step import add_metrics, micro_batches
 from rl.data.errors import DataIntegrityError
 from rl.distill.loss import DistillConfig, chunk_mask, xtoken_loss
 from rl.distill.projection import Projection

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rl.algorithms.loss import LossConfig
 from rl.cluster import Cluster, WorkerHandle
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.data.dispatch import dp_dispatch, flops_post_train
@@ -133,7 +134,7 @@ class PolicyGroup:
         return BatchedDataDict.from_batches(results)
 
     @dp_dispatch
-    def train(self, batch: BatchedDataDict, *, num_tokens: int, loss_cfg: dict) -> dict[str, Any]:
+    def train(self, batch: BatchedDataDict, *, num_tokens: int, loss_cfg: LossConfig) -> dict[str, Any]:
         """One optimizer step over the batch; returns summed metrics plus FLOPs fields."""
         shards = batch.shard_by_batch_size(self.dp_size)
         raw = self._run_on_ranks("train", shards, num_tokens=num_tokens, loss_cfg=loss_cfg)

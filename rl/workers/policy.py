@@ -1,9 +1,10 @@
 """The policy worker: one training rank (a Ray actor) that computes log-probs and trains.
 
-It owns the rank's gloo/NCCL process group and, on the TQ path, its own data-plane client: a
-`KVBatchMeta` in means "read these rows' fields from the plane", and computed columns are
-written back under the same keys, so only receipts travel through the driver. A
-`BatchedDataDict` in means the legacy path: the tensors came with the call.
+It owns the rank's gloo/NCCL process group and its side of the data plane (`data_plane`, the
+plane's `worker_client`: rl/data/plane.py `RankRows`), which reads the rows a call brings and
+answers with the columns computed for them. Legacy: a `BatchedDataDict` came with the call and
+the answer is the columns. TQ: a `KVBatchMeta` names rows in the store, computed columns are
+written back under the same keys, and only receipts travel through the driver.
 
 With model parallelism (megatron TP/EP) a rank is not always a data-parallel rank: `setup`
 returns the backend's topology (`dp_rank`, `dp_size`, `reports_metrics`) and the driver gives
@@ -25,7 +26,9 @@ import torch.distributed as dist
 from rl import faults, refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
+from rl.backends.train_step import TRAIN_FIELDS
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
+from rl.data.plane import RankRows
 from rl.models.image_inputs import IMAGE_FIELDS
 from rl.refit_channel import SENDER, RefitChannel
 from rl.workers.base import WorkerBase
@@ -42,14 +45,13 @@ class PolicyWorker(WorkerBase):
     role = "policy"
 
     def __init__(self, *, name: str, rank: int, world_size: int, env_keys: list[str],
-                 data_plane: Any = None, device: str = "cpu") -> None:
+                 data_plane: RankRows, device: str = "cpu") -> None:
         super().__init__(name=name, rank=rank, env_keys=env_keys, device=device)
         self.world_size = world_size
         self._shared: Any = None  # the refit buckets rank 0 keeps alive until the generator copied them
         self._channel: RefitChannel | None = None  # rank 0's end of the refit channel (generation not colocated)
         self.backend: Any = None
-        # A data-plane client (TQ path); a TQStore pickles to a lazy attach to the driver's store.
-        self._plane = data_plane
+        self._rows = data_plane  # this rank's side of the data plane (reads rows, answers columns)
         self._train_calls = 0  # = the step in a fresh run (planted faults count steps by it)
         self.teacher: Any = None
         self.projection: Any = None
@@ -85,26 +87,17 @@ class PolicyWorker(WorkerBase):
 
     # --- data --------------------------------------------------------------------------------
 
-    def _plane_client(self) -> Any:
-        if self._plane is None:
-            raise DataIntegrityError(f"{self.name}: a KVBatchMeta came in but no data plane was given")
-        return self._plane
-
     def _read(self, data: BatchedDataDict | KVBatchMeta, fields: tuple[str, ...]) -> dict[str, torch.Tensor]:
-        if isinstance(data, KVBatchMeta):
-            return self._plane_client().get(data, list(fields))
-        return {f: data[f] for f in fields}
+        return self._rows.read(data, fields)
 
     def _image_fields(self, data: BatchedDataDict | KVBatchMeta) -> tuple[str, ...]:
         """The row-aligned image columns these rows carry (a vision-language model), else ()."""
-        present = data.fields if isinstance(data, KVBatchMeta) else data
+        present = self._rows.fields(data)
         return tuple(f for f in IMAGE_FIELDS if f in present)
 
     def _answer(self, data: BatchedDataDict | KVBatchMeta, columns: dict[str, torch.Tensor]) -> Any:
         """Legacy: the columns themselves. TQ: write them back and return the updated receipt."""
-        if isinstance(data, KVBatchMeta):
-            return self._plane_client().put(data, columns=columns)
-        return BatchedDataDict(columns)
+        return self._rows.answer(data, columns)
 
     # --- work ----------------------------------------------------------------------------------
 
@@ -119,14 +112,12 @@ class PolicyWorker(WorkerBase):
         return self._answer(data, {"ref_logprobs" if reference else "prev_logprobs": lp})
 
     def train(self, data: BatchedDataDict | KVBatchMeta, *, num_tokens: int,
-              loss_cfg: dict[str, Any]) -> dict[str, float]:
+              loss_cfg: LossConfig) -> dict[str, float]:
         """One optimizer step; metrics are this rank's share of the global means."""
-        from rl.backends.torch import TRAIN_FIELDS
-
         self._train_calls += 1
         self._plant_faults(self._train_calls)
         cols = self._read(data, TRAIN_FIELDS + self._image_fields(data))
-        out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=LossConfig.from_dict(loss_cfg))
+        out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=loss_cfg)
         out["rows"] = int(cols["input_ids"].shape[0])
         if self.device == "cuda":
             out["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30

@@ -11,7 +11,7 @@ import torch
 
 from rl.config import DataPlaneConfig, TQConfig
 from rl.data import PLANES, DataPlane, MemoryStore, plane_class
-from rl.data.plane import LegacyPlane, TQPlane
+from rl.data.plane import CallRows, LegacyPlane, StoreRows, TQPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "harness" / "schema" / "recipe.schema.json").read_text(encoding="utf-8"))
@@ -33,9 +33,9 @@ def test_what_each_backend_asks_of_ray_and_hands_the_workers() -> None:
     section = DataPlaneConfig(backend="tq", tq=TQConfig(num_storage_units=3))
     assert LegacyPlane.ray_cpus(section) == 0
     assert TQPlane.ray_cpus(section) == 4  # the controller and each storage unit: a whole CPU each
-    assert LegacyPlane.open(section, group_size=4).worker_client is None
+    assert isinstance(LegacyPlane.open(section, group_size=4).worker_client, CallRows)
     store = MemoryStore()
-    assert TQPlane(store=store, group_size=4).worker_client is store
+    assert TQPlane(store=store, group_size=4).worker_client == StoreRows(store)
 
 
 @pytest.mark.parametrize("name", sorted(PLANES))
@@ -47,6 +47,36 @@ def test_one_step_through_each_backend_gives_the_same_columns(name: str) -> None
     assert all(torch.equal(got[k], columns[k]) for k in columns)
     plane.finish(handle)
     plane.close()
+
+
+@pytest.mark.parametrize("name", sorted(PLANES))
+def test_a_rank_reads_and_answers_through_its_worker_client(name: str) -> None:
+    """The rank side of each backend: the field names and columns the driver put, and an answer
+    that brings the rank's column back to the driver (legacy: the columns, tq: the store)."""
+    plane = TQPlane(store=MemoryStore(), group_size=2) if name == "tq" else LegacyPlane(group_size=2)
+    columns = {"input_ids": torch.arange(12).reshape(4, 3), "attention_mask": torch.ones(4, 3, dtype=torch.long)}
+    handle = plane.put_rollout(step=1, uids=["a", "a", "b", "b"], columns=dict(columns), lengths=[3, 3, 3, 3])
+    rows = plane.worker_client
+    assert sorted(rows.fields(handle)) == sorted(columns)
+    got = rows.read(handle, ("input_ids",))
+    assert list(got) == ["input_ids"] and torch.equal(got["input_ids"], columns["input_ids"])
+    answer = rows.answer(handle, {"prev_logprobs": -torch.ones(4, 3)})
+    back = answer if name == "legacy" else plane.read(answer, ("prev_logprobs",))
+    assert torch.equal(back["prev_logprobs"], -torch.ones(4, 3))
+    plane.finish(handle)
+
+
+def test_the_policy_worker_asks_no_data_plane_type() -> None:
+    """rl/workers/ reads and answers rows through the plane's `worker_client`; no `isinstance`
+    on a handle type (`KVBatchMeta`, `BatchedDataDict`) picks a path there."""
+    switches = []
+    for path in sorted((ROOT / "rl" / "workers").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+                names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                if names & {"KVBatchMeta", "BatchedDataDict"}:
+                    switches.append(f"{path.name}:{node.lineno}")
+    assert switches == []
 
 
 def test_the_engine_names_no_backend() -> None:

@@ -12,7 +12,6 @@ everything the driver reads back must be bitwise identical on both paths.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -100,15 +99,14 @@ def _rollout() -> tuple[list[str], dict[str, torch.Tensor], list[int]]:
 
 def _step(path_name: str) -> tuple[dict[str, torch.Tensor], dict[str, Any], list[ImageRecordingBackend]]:
     """One step's data flow; returns what the driver read back, train metrics, the backends."""
-    store = MemoryStore() if path_name == "tq" else None
-    workers = [PolicyWorker(name=f"policy-{r}", rank=r, world_size=DP, env_keys=[], data_plane=store)
+    path = TQPlane(store=MemoryStore(), group_size=G) if path_name == "tq" else LegacyPlane(group_size=G)
+    workers = [PolicyWorker(name=f"policy-{r}", rank=r, world_size=DP, env_keys=[], data_plane=path.worker_client)
                for r in range(DP)]
     backends = [ImageRecordingBackend(r) for r in range(DP)]
     for worker, backend in zip(workers, backends):
         worker.backend = backend
     group = PolicyGroup(cluster=InProcessCluster(), ranks=workers, flops_cfg=FLOPS,  # type: ignore[arg-type]
                         device="cpu", num_ranks=DP, record_invariant=lambda _: None)
-    path = TQPlane(store=store, group_size=G) if store is not None else LegacyPlane(group_size=G)
     uids, columns, lengths = _rollout()
     handle = path.put_rollout(step=1, uids=uids, columns=columns, lengths=lengths)
     handle = path.logprobs(handle, group, reference=False)
@@ -117,7 +115,7 @@ def _step(path_name: str) -> tuple[dict[str, torch.Tensor], dict[str, Any], list
     rows = len(uids)
     num_tokens = int(read["response_mask"].sum())
     train = path.train(handle, group, advantages=torch.linspace(-1, 1, rows), sample_mask=torch.ones(rows),
-                       num_tokens=num_tokens, loss_cfg=asdict(LossConfig()))
+                       num_tokens=num_tokens, loss_cfg=LossConfig())
     path.finish(handle)
     return read, train, backends
 

@@ -28,7 +28,8 @@ def _worker(rank: int, port: int, out: str) -> None:
 
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
-    from rl.backends.megatron_compile import quiet_default_tp_group
+    from rl.backends.megatron.compile import quiet_default_tp_group
+    from rl.config import OptimizerConfig, ParallelConfig
     from rl.models import build_model
 
     torch.set_num_threads(1)
@@ -37,8 +38,8 @@ def _worker(rank: int, port: int, out: str) -> None:
     backend = get_backend("megatron")(
         model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=2, seed=0,
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
-        optimizer_cfg=dict(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=dict(tp=1, ep=1, cp=1, pp=1, sp=False))
+        optimizer_cfg=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
+        parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False))
     quiet_default_tp_group()  # what compile_layers does first (policy.compile itself is GPU-only)
     module = backend.gpt
     while hasattr(module, "module"):

@@ -1,4 +1,4 @@
-"""Context-parallel token layout (rl/backends/megatron_context.py): pure index arithmetic."""
+"""Context-parallel token layout (rl/backends/megatron/context.py): pure index arithmetic."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core is not installed", allow_module_level=True)
 
-from rl.backends.megatron_context import attention_mask, gathered_index, token_index  # noqa: E402
+from rl.backends.megatron.context import attention_mask, gathered_index, token_index  # noqa: E402
 
 
 @given(st.integers(1, 8), st.integers(1, 6))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl.backends import megatron_convert as conv
+from rl.backends.megatron import convert as conv
 from rl.models import build_model
 
 FULL_ATTENTION = {"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2}

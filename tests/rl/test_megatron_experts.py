@@ -37,7 +37,9 @@ def _batch() -> dict[str, torch.Tensor]:
 
 def _train(grouped: bool) -> dict:
     from rl.algorithms.loss import LossConfig
-    from rl.backends import get_backend, megatron_experts
+    from rl.backends import get_backend
+    from rl.backends.megatron import experts as megatron_experts
+    from rl.config import OptimizerConfig, ParallelConfig
     from rl.models import build_model
 
     SequentialMLP = megatron_experts.SequentialMLP
@@ -54,8 +56,8 @@ def _train(grouped: bool) -> dict:
     backend = get_backend("megatron")(
         model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=4, seed=0,  # one forward per call
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
-        optimizer_cfg=dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=dict(tp=1, ep=1, cp=1, pp=1, sp=False))
+        optimizer_cfg=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
+        parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False))
     experts = [m for m in backend.gpt.modules() if isinstance(m, megatron_experts.GroupedExperts)]
     forward = megatron_experts.GroupedExperts.forward if grouped else SequentialMLP.forward
     torch._grouped_mm = counted
@@ -113,7 +115,7 @@ def test_grouped_experts_match_sequential_mlp(result: dict) -> None:
 
 
 def test_supported_widths_follow_the_16_byte_stride_rule() -> None:
-    from rl.backends.megatron_experts import grouped_mm_supported
+    from rl.backends.megatron.experts import grouped_mm_supported
 
     x32, x16 = torch.zeros(2, 8), torch.zeros(2, 8, dtype=torch.bfloat16)
     assert grouped_mm_supported(x32, 8, 12)
@@ -127,7 +129,7 @@ def test_grouped_glu_mlp_is_one_graph_and_matches_a_loop() -> None:
     host sync, and equal a per-expert loop."""
     import torch.nn.functional as F
 
-    from rl.backends.megatron_experts import grouped_glu_mlp
+    from rl.backends.megatron.experts import grouped_glu_mlp
 
     g = torch.Generator().manual_seed(0)
     counts = torch.tensor([3, 0, 5, 2])

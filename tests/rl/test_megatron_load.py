@@ -1,4 +1,4 @@
-"""Per-rank loading of megatron weights from a safetensors checkpoint (rl/backends/megatron_load.py).
+"""Per-rank loading of megatron weights from a safetensors checkpoint (rl/backends/megatron/load.py).
 
 Tiny twins (Qwen3.5's hybrid layout: 3 gated-delta-net layers, then an attention layer) are
 saved with `save_pretrained` into several safetensors files (a small max_shard_size), then:
@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
+
+from rl.config import OptimizerConfig, ParallelConfig
 
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core is not installed", allow_module_level=True)
@@ -68,7 +70,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 def _coordinates(tp: int, ep: int, pp: int, num_layers: int):
     """(ShardRank, offset, count, first, last) of every rank of the layout (tp x pp grid, ep over it)."""
-    from rl.backends.megatron_convert import ShardRank
+    from rl.backends.megatron.convert import ShardRank
 
     for stage in range(pp):
         for t in range(tp):
@@ -80,7 +82,7 @@ def _coordinates(tp: int, ep: int, pp: int, num_layers: int):
 
 def _full_path(twin: str, directory: Path):
     """What the driver path gives: the whole model via from_pretrained, its HF text dict, the tower."""
-    from rl.backends import megatron_vision as mvis
+    from rl.backends.megatron import vision as mvis
     from rl.models import build_model
 
     vocab = VL_VOCAB if TWINS[twin][1] == "vision" else VOCAB
@@ -93,9 +95,9 @@ def _full_path(twin: str, directory: Path):
 
 @pytest.mark.parametrize("twin", sorted(TWINS))
 def test_rank_reads_equal_full_load_then_shard(checkpoints: dict[str, Path], twin: str) -> None:
-    from rl.backends import megatron_convert as conv
-    from rl.backends.megatron_load import SafetensorsCheckpoint, load_rank
-    from rl.backends.megatron_pipeline import to_stage
+    from rl.backends.megatron import convert as conv
+    from rl.backends.megatron.load import SafetensorsCheckpoint, load_rank
+    from rl.backends.megatron.pipeline import to_stage
 
     config, text, visual = _full_path(twin, checkpoints[twin])
     full = conv.hf_to_mcore(text, config)
@@ -146,8 +148,8 @@ def test_rank_reads_equal_full_load_then_shard(checkpoints: dict[str, Path], twi
 
 def test_read_counts_are_recorded(checkpoints: dict[str, Path]) -> None:
     """The record the tests above rely on: a whole load reads every byte of the checkpoint once."""
-    from rl.backends import megatron_convert as conv
-    from rl.backends.megatron_load import SafetensorsCheckpoint, load_rank
+    from rl.backends.megatron import convert as conv
+    from rl.backends.megatron.load import SafetensorsCheckpoint, load_rank
 
     config, text, _ = _full_path("moe", checkpoints["moe"])
     ckpt = SafetensorsCheckpoint(checkpoints["moe"])
@@ -161,8 +163,8 @@ def test_missing_tensor_is_an_error(checkpoints: dict[str, Path], tmp_path: Path
     import json
     import shutil
 
-    from rl.backends import megatron_convert as conv
-    from rl.backends.megatron_load import SafetensorsCheckpoint, load_rank
+    from rl.backends.megatron import convert as conv
+    from rl.backends.megatron.load import SafetensorsCheckpoint, load_rank
 
     directory = tmp_path / "broken"
     shutil.copytree(checkpoints["dense"], directory)
@@ -178,13 +180,13 @@ def test_missing_tensor_is_an_error(checkpoints: dict[str, Path], tmp_path: Path
 # --- the backend in a gloo world of 2 --------------------------------------------------------
 
 BACKEND_CASES = [("dense", {"tp": 2}), ("moe", {"ep": 2}), ("moe_vl", {"pp": 2})]
-OPT = dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
+OPT = OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
 
 
 def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None:
     import torch.distributed as dist
 
-    from rl.backends import megatron_shims
+    from rl.backends.megatron import shims as megatron_shims
 
     megatron_shims.apply()
     from megatron.core import parallel_state
@@ -198,7 +200,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None
         cfg = _model_cfg(twin, path)
         vocab = VL_VOCAB if TWINS[twin][1] == "vision" else VOCAB
         kwargs = dict(model_cfg=cfg, vocab_size=vocab, optimizer_cfg=OPT, micro_batch_size=2, seed=0,
-                      parallel=parallel)
+                      parallel=ParallelConfig(**parallel))
         params = {}
         for mode in ("whole", "path"):
             weights = build_model(cfg, vocab_size=vocab, seed=0).state_dict() if mode == "whole" else None

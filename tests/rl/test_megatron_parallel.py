@@ -29,6 +29,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from rl.config import OptimizerConfig, ParallelConfig
+
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core is not installed", allow_module_level=True)
 
@@ -36,7 +38,7 @@ if importlib.util.find_spec("megatron") is None:
 pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=60)]
 
 VOCAB, VL_VOCAB, ROWS, LENGTH, STEPS = 32, 56, 8, 12, 2  # VL_VOCAB: the arith_vl tokenizer
-OPT = dict(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
+OPT = OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
 # Qwen3.5's own layout (full_attention_interval 4): three gated-delta-net layers, one attention layer
 LAYER_TYPES = ["linear_attention"] * 3 + ["full_attention"]
 IMAGE_SIDE = 16  # pixels: a 4 x 4 patch grid, 2 x 2 = 4 image tokens per row
@@ -109,7 +111,7 @@ def _case(world: int, family: str, parallel: dict) -> dict:
     weights = build_model(cfg, vocab_size=_vocab(family), seed=0).state_dict()
     kwargs = dict(model_cfg=cfg, vocab_size=_vocab(family), optimizer_cfg=OPT, micro_batch_size=2,
                   weights=weights, seed=0)
-    backend = get_backend("megatron")(**kwargs, parallel=parallel)
+    backend = get_backend("megatron")(**kwargs, parallel=ParallelConfig(**parallel))
     share = ROWS // backend.dp_size
     rows = slice(backend.dp_rank * share, (backend.dp_rank + 1) * share)
     result = {"megatron": _train(backend, _batch(family), rows), "reports": backend.reports_metrics,
@@ -126,7 +128,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None
     per world size instead of once per case is most of this file's time on two cores."""
     import torch.distributed as dist
 
-    from rl.backends import megatron_shims
+    from rl.backends.megatron import shims as megatron_shims
 
     megatron_shims.apply()  # before megatron's first import
     from megatron.core import parallel_state

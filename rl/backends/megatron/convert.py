@@ -96,7 +96,7 @@ def _gdn_to_hf(full: dict[str, torch.Tensor], m: str, h: str, cfg) -> dict[str, 
 def mcore_layout(cfg, shapes: dict[str, tuple[int, ...]]) -> dict[str, list[Piece]]:
     """Which HF tensors, and which of their rows, make each full megatron-core tensor (TP=EP=1
     names, global expert numbers): the one statement of the HF -> megatron layout, used by
-    `hf_to_mcore` (a whole HF dict in memory) and by `rl.backends.megatron_load` (a rank reading
+    `hf_to_mcore` (a whole HF dict in memory) and by `rl.backends.megatron.load` (a rank reading
     its slices from safetensors files).
 
     `shapes`: the HF text tensors there are (HF causal-LM names, as `split_hf` gives them) and
@@ -259,7 +259,7 @@ def split_ranges(name: str, shape: tuple[int, ...], rank: int, size: int, sectio
                  ) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
     """Which part of the full tensor `name` (of `shape`) rank `rank` of `size` holds: its row
     ranges, in order, and its column range (None: all columns). The one statement of the TP split
-    (`split_rule`), used by `shard` on a tensor in memory and by `rl.backends.megatron_load` on
+    (`split_rule`), used by `shard` on a tensor in memory and by `rl.backends.megatron.load` on
     a safetensors file."""
     rule = split_rule(name)
     if size == 1 or rule == "none":

@@ -27,9 +27,9 @@ import copy
 import torch
 import torch.distributed as dist
 
-from rl.backends import megatron_shims
+from rl.backends.megatron import shims
 
-megatron_shims.apply()
+shims.apply()
 
 from megatron.core import parallel_state as ps  # noqa: E402
 from megatron.core.transformer.dot_product_attention import DotProductAttention  # noqa: E402

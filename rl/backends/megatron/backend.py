@@ -2,7 +2,7 @@
 
 Same interface as `rl.backends.torch.TorchBackend` plus `parallel` (the recipe's
 `policy.parallel`), `precision` and `distributed_optimizer`. Weights come in and go out in Hugging
-Face format (`rl.backends.megatron_convert`), so the HF generation model is refit from
+Face format (`rl.backends.megatron.convert`), so the HF generation model is refit from
 `state_dict()` exactly as with the torch backend.
 
 Rows and ranks: every rank of one tensor-parallel group must get the SAME rows (they compute
@@ -12,12 +12,12 @@ are summable over DP ranks: read them from ranks where `reports_metrics` is true
 `state_dict()` and `optimizer_state()` are collectives: every rank must call them.
 
 Vision-language models (`model.modality: vision`) train as GPTModel + the HF vision tower
-(`rl.backends.megatron_vision`); their image columns go to `logprobs` and `train_step` as with
+(`rl.backends.megatron.vision`); their image columns go to `logprobs` and `train_step` as with
 the torch backend.
 
-Context parallelism (cp > 1) gathers keys and values inside attention (`megatron_context`);
+Context parallelism (cp > 1) gathers keys and values inside attention (`rl.backends.megatron.context`);
 pipeline parallelism (pp > 1) runs megatron's 1F1B schedule over the micro-batches
-(`megatron_pipeline`). TP, CP and PP ranks of one replica get the same rows; the reporting rank
+(`rl.backends.megatron.pipeline`). TP, CP and PP ranks of one replica get the same rows; the reporting rank
 of a replica is TP rank 0, CP rank 0, last pipeline stage.
 """
 
@@ -31,9 +31,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rl.backends import megatron_shims, register
+from rl.backends import register
+from rl.backends.megatron import shims
 
-megatron_shims.apply()
+shims.apply()
 
 from megatron.core import parallel_state as ps  # noqa: E402
 from megatron.core import tensor_parallel  # noqa: E402
@@ -43,26 +44,28 @@ from megatron.core.distributed import (  # noqa: E402
     finalize_model_grads,
 )
 from megatron.core.models.gpt import GPTModel  # noqa: E402
-from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer  # noqa: E402
+from megatron.core.optimizer import OptimizerConfig as MegatronOptimizerConfig  # noqa: E402
+from megatron.core.optimizer import get_megatron_optimizer  # noqa: E402
 from megatron.core.transformer.module import Float16Module  # noqa: E402
 from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker  # noqa: E402
 
-megatron_shims.portable_tensor_pickles()
+shims.portable_tensor_pickles()
 
 from rl.algorithms.loss import LossConfig  # noqa: E402
-from rl.backends import megatron_compile as mcomp  # noqa: E402
-from rl.backends import megatron_config as mcfg  # noqa: E402
-from rl.backends import megatron_context as mctx  # noqa: E402
-from rl.backends import megatron_convert as conv  # noqa: E402
-from rl.backends import megatron_pipeline as mpipe  # noqa: E402
-from rl.backends import megatron_vision as mvis  # noqa: E402
-from rl.backends.torch import (  # noqa: E402
+from rl.backends.megatron import compile as mcomp  # noqa: E402
+from rl.backends.megatron import config as mcfg  # noqa: E402
+from rl.backends.megatron import context as mctx  # noqa: E402
+from rl.backends.megatron import convert as conv  # noqa: E402
+from rl.backends.megatron import pipeline as mpipe  # noqa: E402
+from rl.backends.megatron import vision as mvis  # noqa: E402
+from rl.backends.train_step import (  # noqa: E402
     TRAIN_FIELDS,
     add_metrics,
     backward_micro_batch,
     micro_batch_loss,
     micro_batches,
 )
+from rl.config import OptimizerConfig, ParallelConfig  # noqa: E402
 from rl.data.errors import DataIntegrityError  # noqa: E402
 from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
 from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
@@ -93,12 +96,12 @@ def _ensure_process_group() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    backend = "gloo" if megatron_shims.on_cpu() else "nccl"
+    backend = "gloo" if shims.on_cpu() else "nccl"
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
                             timeout=datetime.timedelta(seconds=120))
 
 
-def _init_parallel(parallel: mcfg.ParallelConfig, seed: int) -> None:
+def _init_parallel(parallel: ParallelConfig, seed: int) -> None:
     if ps.model_parallel_is_initialized():
         have = (ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size(),
                 ps.get_context_parallel_world_size(), ps.get_expert_model_parallel_world_size())
@@ -113,7 +116,7 @@ def _init_parallel(parallel: mcfg.ParallelConfig, seed: int) -> None:
             tensor_model_parallel_size=parallel.tp, pipeline_model_parallel_size=parallel.pp,
             context_parallel_size=parallel.cp, expert_model_parallel_size=parallel.ep,
             expert_tensor_parallel_size=parallel.etp)
-    tensor_parallel.model_parallel_cuda_manual_seed(seed, inference_rng_tracker=megatron_shims.on_cpu())
+    tensor_parallel.model_parallel_cuda_manual_seed(seed, inference_rng_tracker=shims.on_cpu())
 
 
 def _use_fused_adam(optimizers: list) -> None:
@@ -133,25 +136,26 @@ class MegatronBackend:
     """Policy + reference + megatron optimizer on one rank of a TP x EP x DP grid.
 
     Args (beyond TorchBackend's):
-        parallel: `policy.parallel` (tp, pp, cp, ep, etp, sp); dp is world / (tp*pp*cp).
+        parallel: `policy.parallel` (`rl.config.ParallelConfig`: tp, pp, cp, ep, etp, sp; None: the
+            default); dp is world / (tp*pp*cp).
         precision: "fp32" or "bf16" (bf16 params through megatron's Float16Module, fp32 main
             weights in the optimizer).
         distributed_optimizer: shard optimizer state over the data-parallel group.
         compile: `policy.compile` (GPU only): layers and log-prob under torch.compile
-            (`rl.backends.megatron_compile`).
+            (`rl.backends.megatron.compile`).
     """
 
-    def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: dict, micro_batch_size: int,
-                 weights: dict[str, torch.Tensor] | None, seed: int, parallel: dict | None = None,
+    def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig, micro_batch_size: int,
+                 weights: dict[str, torch.Tensor] | None, seed: int, parallel: ParallelConfig | None = None,
                  precision: str = "fp32", distributed_optimizer: bool = False, compile: bool = False) -> None:
-        if compile and megatron_shims.on_cpu():
+        if compile and shims.on_cpu():
             raise ValueError(mcomp.CPU_REFUSAL)
         if precision not in PRECISIONS:
             raise ValueError(f"policy.precision: {precision!r} is not one of {sorted(PRECISIONS)}")
-        if distributed_optimizer and megatron_shims.on_cpu():
+        if distributed_optimizer and shims.on_cpu():
             raise ValueError("policy.distributed_optimizer: megatron-core's DistributedOptimizer "
                              "accepts CUDA tensors only; set it false for CPU runs")
-        self.parallel = mcfg.ParallelConfig.from_dict(parallel)
+        self.parallel = mcfg.check_parallel(parallel if parallel is not None else ParallelConfig())
         _ensure_process_group()
         _init_parallel(self.parallel, seed)
         self.vl_config = mvis.vl_config_of(model_cfg, vocab_size) if model_cfg.get("modality") == "vision" else None
@@ -173,7 +177,7 @@ class MegatronBackend:
         local, visual = self._local_weights(weights, model_cfg)
         self.gpt = self._build(local, visual)
         self.reference_gpt = self._build(local, visual).requires_grad_(False)
-        # policy.compile: fused layers; with tp 1 the log-prob reads bf16 logits (megatron_compile)
+        # policy.compile: fused layers; with tp 1 the log-prob reads bf16 logits (rl.backends.megatron.compile)
         self.fused_logprobs = compile and self.parallel.tp == 1
         self._logits_kwargs = {"fp32_output": False} if self.fused_logprobs and self.config.bf16 else {}
         if compile:
@@ -184,13 +188,13 @@ class MegatronBackend:
         ddp_config = DistributedDataParallelConfig(
             grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=distributed_optimizer)
         self.ddp = DistributedDataParallel(config=self.config, ddp_config=ddp_config, module=self.model)
-        self.optimizer = get_megatron_optimizer(OptimizerConfig(
-            optimizer="adam", lr=optimizer_cfg["lr"], weight_decay=optimizer_cfg["weight_decay"],
-            adam_beta1=optimizer_cfg["betas"][0], adam_beta2=optimizer_cfg["betas"][1],
-            adam_eps=optimizer_cfg["eps"], clip_grad=float(optimizer_cfg.get("grad_clip") or 0.0),
+        self.optimizer = get_megatron_optimizer(MegatronOptimizerConfig(
+            optimizer="adam", lr=optimizer_cfg.lr, weight_decay=optimizer_cfg.weight_decay,
+            adam_beta1=optimizer_cfg.betas[0], adam_beta2=optimizer_cfg.betas[1],
+            adam_eps=optimizer_cfg.eps, clip_grad=float(optimizer_cfg.grad_clip or 0.0),
             bf16=precision == "bf16", params_dtype=PRECISIONS[precision],
             use_distributed_optimizer=distributed_optimizer), [self.ddp])
-        if not megatron_shims.on_cpu():
+        if not shims.on_cpu():
             _use_fused_adam(self._chained())
 
     # --- construction --------------------------------------------------------------------------
@@ -199,17 +203,17 @@ class MegatronBackend:
                        ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """This rank's GPTModel state dict and the vision tower's (VL, first stage; else {}):
         cut from the whole HF `weights`, or, when `weights` is None, read from `model.path`
-        (only this rank's tensors and slices: `rl.backends.megatron_load`)."""
+        (only this rank's tensors and slices: `rl.backends.megatron.load`)."""
         if weights is not None:
             text, visual = mvis.split_hf(weights) if self.vl_config else (weights, {})
             return self._shard(text), visual if self.first_stage else {}
         if not model_cfg.get("path"):
             raise ValueError("MegatronBackend: weights=None reads model.path, but model.path is not set")
-        from rl.backends import megatron_load
+        from rl.backends.megatron import load
         from rl.model_source import resolve_model_dir
 
-        ckpt = megatron_load.SafetensorsCheckpoint(resolve_model_dir(model_cfg["path"]))
-        return megatron_load.load_rank(ckpt, self.hf_config, rank=self.rank, num_experts=self.num_experts,
+        ckpt = load.SafetensorsCheckpoint(resolve_model_dir(model_cfg["path"]))
+        return load.load_rank(ckpt, self.hf_config, rank=self.rank, num_experts=self.num_experts,
                                        sections=conv.gdn_sections(self.hf_config), offset=self.layer_offset,
                                        count=self.layer_count, first=self.first_stage, last=self.last_stage,
                                        vision=self.vl_config is not None)
@@ -240,7 +244,7 @@ class MegatronBackend:
             model = mvis.VisionLanguageModel(self.config, language_model=gpt, vision_model=tower,
                                              image_token_id=self.vl_config.image_token_id,
                                              spatial_merge_size=self.vl_config.vision_config.spatial_merge_size)
-        if not megatron_shims.on_cpu():
+        if not shims.on_cpu():
             model.cuda(torch.cuda.current_device())
         return model
 
@@ -280,7 +284,7 @@ class MegatronBackend:
     # --- log-probs -----------------------------------------------------------------------------
 
     def _device(self) -> torch.device:
-        return torch.device("cpu") if megatron_shims.on_cpu() else torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu") if shims.on_cpu() else torch.device("cuda", torch.cuda.current_device())
 
     def _inputs(self, ids: torch.Tensor, mask: torch.Tensor, images: dict[str, torch.Tensor]
                 ) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
@@ -288,7 +292,7 @@ class MegatronBackend:
         padded length.
 
         Rows are right-padded to a multiple of TP (sequence parallel) x 2CP (context parallel); a
-        CP rank runs its share of the tokens (`megatron_context`)."""
+        CP rank runs its share of the tokens (`rl.backends.megatron.context`)."""
         ids, mask = ids.cpu(), mask.cpu()  # index and position arithmetic on the host, inputs sent once
         images = {k: v.cpu() for k, v in images.items()}
         rows, length = ids.shape
@@ -440,7 +444,7 @@ class MegatronBackend:
         """The whole model in HF format on every rank: gathered over TP/EP, then over the stages.
         fp32 on the CPU (checkpoints), or in the model's dtype on the device (refit: no CPU round
         trip, no fp32 copy; pipeline stages still meet on the CPU)."""
-        on_device = on_device and self.parallel.pp == 1 and not megatron_shims.on_cpu()
+        on_device = on_device and self.parallel.pp == 1 and not shims.on_cpu()
         language, visual = model, {}
         if isinstance(model, mvis.VisionLanguageModel):
             language = model.language_model

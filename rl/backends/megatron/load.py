@@ -7,7 +7,7 @@
 `text` is exactly what `MegatronBackend._shard(hf_state_dict)` gives this rank from the whole
 model loaded with `from_pretrained(..., dtype=float32)` (same keys, same values, bit for bit);
 `visual` the vision tower's state dict (replicated, first pipeline stage only). The layout is
-`megatron_convert`'s: `mcore_layout` says which HF rows make each megatron tensor, `to_stage`
+`rl.backends.megatron.convert`'s: `mcore_layout` says which HF rows make each megatron tensor, `to_stage`
 which tensors a pipeline stage holds, `local_entry` which experts an EP rank holds, and
 `split_ranges` which rows and columns a TP rank holds of each; the reads are their
 intersection, done with `safe_open(...).get_slice`, so a rank reads its own bytes only (up to
@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from rl.backends import megatron_convert as conv
+from rl.backends.megatron import convert as conv
 
 __all__ = ["SafetensorsCheckpoint", "load_rank"]
 
@@ -170,7 +170,7 @@ def load_rank(ckpt: SafetensorsCheckpoint, cfg, *, rank: conv.ShardRank, num_exp
               ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """This rank's GPTModel state dict (its pipeline stage, TP/EP shard) and, for a
     vision-language model on the first stage, the tower's state dict; reading only those bytes."""
-    from rl.backends.megatron_pipeline import to_stage
+    from rl.backends.megatron.pipeline import to_stage
 
     layout = to_stage(conv.mcore_layout(cfg, ckpt.shapes), offset=offset, count=count, first=first, last=last)
     text = {}

@@ -19,21 +19,19 @@ Mapping (HF Qwen3.5 -> megatron-core 0.19.2, local non-Transformer-Engine spec):
   in_proj = [q; k; v; z; beta; alpha] (HF in_proj_qkv, in_proj_z, in_proj_b, in_proj_a), the
   depthwise conv1d over [q; k; v], dt_bias, A_log, the gated output norm (HF RMSNormGated:
   plain, not zero-centred, weight) and out_proj. Its fla kernels have torch stand-ins
-  (`megatron_shims.fla_stand_in`) where fla is missing.
+  (`shims.fla_stand_in`) where fla is missing.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from rl.backends import megatron_shims
+from rl.backends.megatron import shims
 
-megatron_shims.apply()
+shims.apply()
 
 from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_submodules  # noqa: E402
 from megatron.core.transformer.spec_utils import ModuleSpec  # noqa: E402
@@ -41,41 +39,25 @@ from megatron.core.transformer.transformer_block import TransformerBlockSubmodul
 from megatron.core.transformer.transformer_config import TransformerConfig  # noqa: E402
 from megatron.core.transformer.transformer_layer import TransformerLayer  # noqa: E402
 
-from rl.backends.megatron_experts import with_grouped_experts  # noqa: E402
+from rl.backends.megatron.experts import with_grouped_experts  # noqa: E402
+from rl.config import ParallelConfig  # noqa: E402
 from rl.models.mrope import mrope_angles, mrope_section_of  # noqa: E402
 
-__all__ = ["GatedOutputNorm", "InterleavedMRoPE", "ParallelConfig", "ZeroCenteredRMSNorm", "block_spec",
+__all__ = ["GatedOutputNorm", "InterleavedMRoPE", "ZeroCenteredRMSNorm", "block_spec", "check_parallel",
            "gpt_rope_kwargs", "transformer_config", "is_moe"]
 
 LAYER_TYPES = ("full_attention", "linear_attention")
 
 
-@dataclass(kw_only=True, frozen=True)
-class ParallelConfig:
-    """The recipe's `policy.parallel` section (dp is derived from the world size)."""
-
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    ep: int = 1
-    etp: int = 1
-    sp: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("tp", "pp", "cp", "ep", "etp"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"policy.parallel.{name} must be >= 1, got {getattr(self, name)}")
-        if self.sp and self.tp == 1:
-            raise ValueError("policy.parallel.sp needs policy.parallel.tp > 1")
-
-    @classmethod
-    def from_dict(cls, section: dict | None) -> ParallelConfig:
-        section = dict(section or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"policy.parallel: unknown key(s) {unknown}; valid keys: {sorted(known)}")
-        return cls(**section)
+def check_parallel(parallel: ParallelConfig) -> ParallelConfig:
+    """`parallel` (the recipe's `policy.parallel`; dp is derived from the world size) if the
+    megatron backend can lay it out: every size >= 1, and sequence parallelism only with tp > 1."""
+    for name in ("tp", "pp", "cp", "ep", "etp"):
+        if int(getattr(parallel, name)) < 1:
+            raise ValueError(f"policy.parallel.{name} must be >= 1, got {getattr(parallel, name)}")
+    if parallel.sp and parallel.tp == 1:
+        raise ValueError("policy.parallel.sp needs policy.parallel.tp > 1")
+    return parallel
 
 
 class ZeroCenteredRMSNorm(torch.nn.Module):
@@ -177,7 +159,7 @@ def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: tor
         sequence_parallel=parallel.sp,
         params_dtype=params_dtype,
         bf16=params_dtype == torch.bfloat16,
-        use_cpu_initialization=megatron_shims.on_cpu(),
+        use_cpu_initialization=shims.on_cpu(),
         perform_initialization=False,  # weights always come from the converted HF state dict
         gradient_accumulation_fusion=False,
         bias_activation_fusion=False,
@@ -197,7 +179,7 @@ def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: tor
         linear_num_value_heads=hf_config.linear_num_value_heads,
         pipeline_dtype=params_dtype,
         # gloo has no coalesced (batched) p2p; NCCL does
-        batch_p2p_comm=not megatron_shims.on_cpu(),
+        batch_p2p_comm=not shims.on_cpu(),
     )
     if moe:
         fields.update(
@@ -265,16 +247,16 @@ def block_spec(config: TransformerConfig, layer_types: list[str]) -> Transformer
     attn.q_layernorm = ZeroCenteredRMSNorm
     attn.k_layernorm = ZeroCenteredRMSNorm
     if config.context_parallel_size > 1:
-        from rl.backends.megatron_context import ContextParallelAttention
+        from rl.backends.megatron.context import ContextParallelAttention
 
         attn.core_attention = ContextParallelAttention
     else:
-        from rl.backends.megatron_attention import SDPAttention
+        from rl.backends.megatron.attention import SDPAttention
 
         attn.core_attention = SDPAttention
     layers = {"full_attention": ModuleSpec(module=TransformerLayer, submodules=sub)}
     if "linear_attention" in layer_types:
-        megatron_shims.fla_stand_in()
+        shims.fla_stand_in()
         from megatron.core.ssm.gated_delta_net import GatedDeltaNet, GatedDeltaNetSubmodules
         from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
 

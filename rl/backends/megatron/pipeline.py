@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import torch
 
-from rl.backends import megatron_shims
+from rl.backends.megatron import shims
 
-megatron_shims.apply()
+shims.apply()
 
 from megatron.core.pipeline_parallel import get_forward_backward_func  # noqa: E402
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from rl.backends import megatron_shims
+from rl.backends.megatron import shims
 
-megatron_shims.apply()
+shims.apply()
 
 from megatron.core.transformer.dot_product_attention import DotProductAttention  # noqa: E402
 

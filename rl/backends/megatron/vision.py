@@ -14,7 +14,7 @@ Forward, as HF's Qwen3_5(Moe)Model does it:
    order (HF's masked_scatter over [B, S, H]);
 3. scatter to sequence-parallel regions when SP is on; GPTModel runs from `decoder_input`;
 4. rotary angles from the 3-axis positions of `position_ids` (HF's `get_rope_index`), through
-   the backend's `InterleavedMRoPE` (rl/backends/megatron_config.py), as for text.
+   the backend's `InterleavedMRoPE` (rl/backends/megatron/config.py), as for text.
 
 Weights: HF `model.language_model.*` (+ `lm_head.weight`) go through the text conversion;
 `model.visual.*` are the tower's own names under `vision_model.` (a plain copy).
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import torch
 
-from rl.backends import megatron_shims
+from rl.backends.megatron import shims
 
-megatron_shims.apply()
+shims.apply()
 
 from megatron.core import tensor_parallel  # noqa: E402
 from megatron.core.transformer.module import MegatronModule  # noqa: E402

@@ -3,7 +3,8 @@
 megatron-core is written for CUDA: it asks `torch.cuda` for the current device and for streams,
 and one MoE module imports `triton` unguarded. On a GPU machine none of this is applied except the
 triton stand-in (only when triton itself is missing). `apply()` is idempotent and must run before
-the first `import megatron.core...` that builds models; `rl.backends.megatron` calls it first.
+the first `import megatron.core...` that builds models: every module of `rl.backends.megatron` that
+imports megatron-core calls it first.
 
 What is patched, and why:
 * `megatron.core.transformer.moe.ops.paged_stash` (Triton kernels of the opt-in MoE "paged
@@ -78,7 +79,7 @@ def portable_tensor_pickles() -> None:
     in every process of the engine that never imported megatron.
     """
     if _TORCH_LOAD_FROM_BYTES.__module__ != "torch.storage":
-        raise ImportError("megatron_shims was imported after megatron.core; import it first")
+        raise ImportError("rl.backends.megatron.shims was imported after megatron.core; import it first")
     torch.storage._load_from_bytes = _TORCH_LOAD_FROM_BYTES
 
 
@@ -133,7 +134,7 @@ def _stand_in_paged_stash_ops() -> None:
     module = types.ModuleType(_PAGED_STASH_OPS)
 
     def _no_triton(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("MoE paged stash needs triton, which is not installed (rl.backends.megatron_shims)")
+        raise RuntimeError("MoE paged stash needs triton, which is not installed (rl.backends.megatron.shims)")
 
     module.GLOBAL_BLOCK_SIZE = 1024
     module.paged_stash_copy_kernel = _no_triton

@@ -19,9 +19,9 @@ import functools
 
 import torch
 
-from rl.backends import megatron_shims
+from rl.backends.megatron import shims
 
-megatron_shims.apply()
+shims.apply()
 
 from megatron.core.transformer.moe.experts import SequentialMLP  # noqa: E402
 

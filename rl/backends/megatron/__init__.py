@@ -1,0 +1,12 @@
+"""The megatron-core training backend, one module per job (docs/megatron.md).
+
+`backend` holds `MegatronBackend`, registered as "megatron" (`rl.backends.get_backend`
+imports it on first use). The rest: `config` (HF config -> TransformerConfig, layer spec),
+`convert` (HF <-> megatron state dicts, TP/EP shards), `load` (a rank's shards from
+`model.path`), `vision`, `context` (context parallelism), `pipeline`, `attention`, `experts`,
+`compile` (`policy.compile`) and `shims` (CPU shims, the triton stand-in).
+
+This file imports nothing: each module that needs megatron-core calls `shims.apply()` before
+its first `import megatron.core...` (megatron-core 0.19 imports triton unguarded; see `shims`),
+and a module that needs none (`convert`, `load`, `compile`) can be imported without it.
+"""

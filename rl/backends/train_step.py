@@ -1,0 +1,64 @@
+"""The train-step pieces every training backend shares: fixed-shape micro-batches, the loss of
+one micro-batch, and summing its metrics.
+
+They live here, not in one backend, so the torch and megatron backends (and distillation's
+step, rl/distill/step.py) cannot drift apart: the same rows make the same micro-batches, and
+the same micro-batch gives the same loss, whichever backend trains on it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rl.algorithms.loss import LossConfig, clipped_pg_loss
+
+__all__ = ["TRAIN_FIELDS", "add_metrics", "backward_micro_batch", "micro_batch_loss", "micro_batches"]
+
+# Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
+TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", "prev_logprobs",
+                "ref_logprobs", "advantages", "sample_mask")
+
+
+def micro_batches(columns: dict[str, torch.Tensor], size: int) -> list[tuple[dict[str, torch.Tensor], int]]:
+    """Cut row-aligned columns into micro-batches of exactly `size` rows.
+
+    The last one is padded with copies of its first row; returns (columns, real_rows) pairs.
+    """
+    rows = next(iter(columns.values())).shape[0]
+    out = []
+    for start in range(0, rows, size):
+        real = min(size, rows - start)
+        index = torch.arange(start, start + size)
+        index[real:] = start
+        out.append(({k: v[index] for k, v in columns.items()}, real))
+    return out
+
+
+def micro_batch_loss(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,
+                     num_tokens: int) -> tuple[torch.Tensor, dict[str, float]]:
+    """ClippedPG loss of one micro-batch from its current log-probs, and its metrics.
+
+    Rows past `real` are padding copies (see `micro_batches`): they carry no loss and no metric.
+    Shared by every backend, so the loss a backend trains on cannot drift from another's.
+    """
+    sample_mask = mb["sample_mask"].clone()
+    sample_mask[real:] = 0
+    loss, metrics = clipped_pg_loss(
+        curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"], gen_logprobs=mb["gen_logprobs"],
+        ref_logprobs=mb["ref_logprobs"], advantages=mb["advantages"], token_mask=mb["response_mask"],
+        sample_mask=sample_mask, cfg=loss_cfg, num_tokens=num_tokens)
+    return loss, {key: float(value) for key, value in metrics.items()}
+
+
+def add_metrics(totals: dict[str, float], metrics: dict[str, float]) -> None:
+    """Sum one micro-batch's metrics into the step's totals."""
+    for key, value in metrics.items():
+        totals[key] = totals.get(key, 0.0) + value
+
+
+def backward_micro_batch(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,
+                         num_tokens: int, totals: dict[str, float]) -> None:
+    """`micro_batch_loss`, backward, metrics summed into totals."""
+    loss, metrics = micro_batch_loss(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens)
+    loss.backward()
+    add_metrics(totals, metrics)
