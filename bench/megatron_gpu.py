@@ -66,6 +66,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--check-hf", action="store_true")
     p.add_argument("--profile", default=None, help="write a torch.profiler table of one step here (rank 0)")
+    p.add_argument("--activation-checkpointing", action="store_true",
+                   help="policy.activation_checkpointing: recompute each layer in its backward")
     p.add_argument("--compile-layers", action="store_true",
                    help="experiment: torch.compile each transformer layer's forward")
     p.add_argument("--out", default=None, help="append one JSON line per run (rank 0)")
@@ -124,7 +126,8 @@ def main() -> None:
         model_cfg=cfg, vocab_size=vocab, micro_batch_size=args.mbs, weights=weights, seed=0,
         optimizer_cfg=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
         parallel=ParallelConfig(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp), precision=args.precision,
-        distributed_optimizer=args.distributed_optimizer, compile=args.compile_layers)
+        distributed_optimizer=args.distributed_optimizer, compile=args.compile_layers,
+        activation_checkpointing=args.activation_checkpointing)
     build_s = time.perf_counter() - t0
     data = batch(args.rows * backend.dp_size, args.seq, vocab, seed=1)
     share = slice(backend.dp_rank * args.rows, (backend.dp_rank + 1) * args.rows)
@@ -183,7 +186,7 @@ def main() -> None:
                   sp=args.sp, dp=backend.dp_size,
                   precision=args.precision, distributed_optimizer=args.distributed_optimizer,
                   rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, build_s=round(build_s, 2),
-                  compile_layers=args.compile_layers,
+                  compile_layers=args.compile_layers, activation_checkpointing=args.activation_checkpointing,
                   step_s=round(step_s, 4), tokens_per_s=round(tokens / step_s),
                   logprobs_s=round(logprobs_s, 4), logprobs_tokens_per_s=round(tokens / logprobs_s),
                   tflops_per_gpu=round(flops / step_s / world / 1e12, 1),

@@ -88,6 +88,7 @@ class PolicyConfig:
     precision: str = "fp32"
     distributed_optimizer: bool = False
     compile: bool = False  # megatron on a GPU: each layer and the log-prob under torch.compile
+    activation_checkpointing: bool = False  # recompute each layer's activations in its backward
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
 

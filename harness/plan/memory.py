@@ -12,8 +12,9 @@ high. The terms:
 * optimizer (Adam): fp32 master copy + two moments = 12 bytes per local parameter, divided by
   the data-parallel group (DP x CP for dense, expert-DP for experts) with a distributed optimizer;
 * activations: ACTIVATION_BYTES x s x b x h per layer over TP x CP (every layer's activations
-  live until its backward: no activation recompute), plus LOGIT_COPIES fp32 copies of the
-  logits s x b x V x 4 / (TP x CP).
+  live until its backward), plus LOGIT_COPIES fp32 copies of the logits s x b x V x 4 / (TP x CP).
+  With `policy.activation_checkpointing` a layer keeps only its input (s x b x h in the
+  parameters' precision) and one layer's activations exist at a time, in its recompute.
 
 Calibration (one H200, 2026-12-01, `bash bench/gpu_session6_g.sh` and its follow-up, files in
 bench/results/h200_2026-12-01_s6/): Qwen3.5-35B-A3B at full width (hidden 2048, 256 experts, vocab
@@ -87,9 +88,13 @@ def estimate_memory(recipe: Mapping, size: ModelSize, policy: Mapping) -> Memory
         optimizer = 12 * local / GIB
     seq = int(recipe["policy"].get("max_seq_len") or recipe["generation"]["max_new_tokens"] + PROMPT_ALLOWANCE)
     micro = int(recipe["policy"]["micro_batch_size"])
-    per_layer = ACTIVATION_BYTES * seq * micro * size.hidden_size / (tp * cp)
+    tokens_hidden = seq * micro * size.hidden_size / (tp * cp)
+    if recipe["policy"].get("activation_checkpointing"):
+        layers = size.num_layers * weight_bytes * tokens_hidden + ACTIVATION_BYTES * tokens_hidden
+    else:
+        layers = size.num_layers * ACTIVATION_BYTES * tokens_hidden
     logits = LOGIT_COPIES * seq * micro * size.vocab_size * 4 / (tp * cp)
-    activations = (size.num_layers * per_layer + logits) / GIB
+    activations = (layers + logits) / GIB
     capacity = DEVICE_MEMORY_GIB[recipe["cluster"]["device"]]
     return MemoryEstimate(weights=weights, reference=weights, grads=grads, optimizer=optimizer, activations=activations,
                           capacity=capacity, seq_len=seq)

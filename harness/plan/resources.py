@@ -195,7 +195,7 @@ def make_plan(recipe: Mapping) -> Plan:
             f"(weights {memory.weights:.1f}, reference {memory.reference:.1f}, grads {memory.grads:.1f}, "
             f"optimizer {memory.optimizer:.1f}, "
             f"activations {memory.activations:.1f}): raise policy.parallel.tp/ep/pp, enable "
-            "policy.distributed_optimizer or lower policy.micro_batch_size"
+            "policy.distributed_optimizer or policy.activation_checkpointing, or lower policy.micro_batch_size"
         ])
     timeout_h = float(recipe["limits"]["timeout_s"]) / 3600.0
     gpu_hours = world * timeout_h if device in GPU_DEVICES else 0.0

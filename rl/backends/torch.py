@@ -71,7 +71,8 @@ class TorchBackend:
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig,
                  micro_batch_size: int, weights: dict[str, torch.Tensor], seed: int,
                  parallel: ParallelConfig | None = None, precision: str = "fp32",
-                 distributed_optimizer: bool = False, device: str = "cpu", compile: bool = False) -> None:
+                 distributed_optimizer: bool = False, device: str = "cpu", compile: bool = False,
+                 activation_checkpointing: bool = False) -> None:
         _check_data_parallel_only(parallel, precision, distributed_optimizer, compile)
         self.device = torch.device(device)
         if self.device.type == "cuda":
@@ -80,6 +81,8 @@ class TorchBackend:
         self.model.load_state_dict(weights)
         self.model.to(self.device)
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
+        if activation_checkpointing:  # the policy only: the reference never runs a backward
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.micro_batch_size = micro_batch_size
         self.grad_clip = optimizer_cfg.grad_clip
         self.optimizer = torch.optim.AdamW(

@@ -67,6 +67,7 @@ READERS: dict[str, tuple[str, str]] = {
     "policy.precision": ("rl/run.py", "cfg.policy.precision"),
     "policy.distributed_optimizer": ("rl/run.py", "cfg.policy.distributed_optimizer"),
     "policy.compile": ("rl/run.py", '"compile": cfg.policy.compile'),
+    "policy.activation_checkpointing": ("rl/run.py", "cfg.policy.activation_checkpointing"),
     "policy.optimizer.lr": ("rl/backends/torch.py", 'optimizer_cfg.lr'),
     "policy.optimizer.weight_decay": ("rl/backends/torch.py", 'optimizer_cfg.weight_decay'),
     "policy.optimizer.betas": ("rl/backends/torch.py", 'optimizer_cfg.betas'),

@@ -143,11 +143,14 @@ class MegatronBackend:
         distributed_optimizer: shard optimizer state over the data-parallel group.
         compile: `policy.compile` (GPU only): layers and log-prob under torch.compile
             (`rl.backends.megatron.compile`).
+        activation_checkpointing: `policy.activation_checkpointing`: megatron's full recompute,
+            one layer at a time (only each layer's input is kept for the backward).
     """
 
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig, micro_batch_size: int,
                  weights: dict[str, torch.Tensor] | None, seed: int, parallel: ParallelConfig | None = None,
-                 precision: str = "fp32", distributed_optimizer: bool = False, compile: bool = False) -> None:
+                 precision: str = "fp32", distributed_optimizer: bool = False, compile: bool = False,
+                 activation_checkpointing: bool = False) -> None:
         if compile and shims.on_cpu():
             raise ValueError(mcomp.CPU_REFUSAL)
         if precision not in PRECISIONS:
@@ -161,7 +164,7 @@ class MegatronBackend:
         self.vl_config = mvis.vl_config_of(model_cfg, vocab_size) if model_cfg.get("modality") == "vision" else None
         self.hf_config = self.vl_config.text_config if self.vl_config else hf_config_of(model_cfg, vocab_size)
         self.config = mcfg.transformer_config(self.hf_config, parallel=self.parallel,
-                                              params_dtype=PRECISIONS[precision])
+                                              params_dtype=PRECISIONS[precision], recompute=activation_checkpointing)
         self.micro_batch_size = micro_batch_size
         self.rank = conv.ShardRank(
             tp_rank=ps.get_tensor_model_parallel_rank(), tp_size=self.parallel.tp,

@@ -128,9 +128,10 @@ def _check_supported(hf_config, parallel: ParallelConfig) -> None:
         raise ValueError(f"model.config.hidden_act: only 'silu' is mapped, got {hf_config.hidden_act!r}")
 
 
-def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: torch.dtype = torch.float32
-                       ) -> TransformerConfig:
-    """The TransformerConfig for `hf_config` (a Qwen3_5TextConfig or Qwen3_5MoeTextConfig)."""
+def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: torch.dtype = torch.float32,
+                       recompute: bool = False) -> TransformerConfig:
+    """The TransformerConfig for `hf_config` (a Qwen3_5TextConfig or Qwen3_5MoeTextConfig);
+    `recompute`: full activation recompute, one layer at a time (`policy.activation_checkpointing`)."""
     _check_supported(hf_config, parallel)
     moe = is_moe(hf_config)
     fields: dict = dict(
@@ -197,6 +198,8 @@ def transformer_config(hf_config, *, parallel: ParallelConfig, params_dtype: tor
         if hf_config.shared_expert_intermediate_size:
             fields.update(moe_shared_expert_intermediate_size=hf_config.shared_expert_intermediate_size,
                           moe_shared_expert_gate=True)
+    if recompute:
+        fields.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
     return TransformerConfig(**fields)
 
 

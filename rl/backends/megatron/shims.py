@@ -191,6 +191,11 @@ def _cpu_cuda_api() -> None:
     torch.cuda.synchronize = lambda device=None: None  # type: ignore[assignment]
     # Tensor.record_stream is a CUDA caching-allocator hint; a no-op on CPU.
     torch.Tensor.record_stream = lambda self, stream: None  # type: ignore[assignment]
+    # Activation recompute saves the CUDA RNG state around each layer; there is none on the CPU
+    # (megatron saves and restores the CPU state beside it, and setting goes through a lazy call).
+    no_state = lambda device="cuda": torch.empty(0, dtype=torch.uint8)  # noqa: E731
+    torch.cuda.random.get_rng_state = no_state  # type: ignore[assignment]
+    torch.cuda.get_rng_state = no_state  # type: ignore[assignment]
 
 
 def _gloo_all_to_all_lists() -> None:
