@@ -7,3 +7,9 @@ for n in 4 8; do
   timeout 160 torchrun --standalone --nproc_per_node 1 bench/megatron_gpu.py --model qwen35_full --num-layers $n \
     --layers hybrid --rows 1 --mbs 1 --seq 4096 --steps 2 --warmup 1 --out $OUT/train.jsonl 2>&1 | tail -1 | cut -c1-600
 done
+# Follow-ups (same day): 2 layers at 4096 tokens and 4 layers at 2048, then 4 layers at 4096 with
+# policy.activation_checkpointing (megatron's full recompute), each a separate call:
+#   torchrun --standalone --nproc_per_node 1 bench/megatron_gpu.py --model qwen35_full --num-layers 2 \
+#     --layers hybrid --rows 1 --mbs 1 --seq 4096 --steps 2 --warmup 1 --out $OUT/train.jsonl
+#   ... --num-layers 4 --seq 2048 ...
+#   ... --num-layers 4 --seq 4096 --activation-checkpointing ...
