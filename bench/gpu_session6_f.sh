@@ -1,5 +1,5 @@
 # NOT YET RUN (the 2 x H200 kind was withdrawn in session 6): run it when that kind is lent.
-# Session 6, call G (2 x H200): the refit channel over NCCL. The dense twin with one policy rank
+# Session 6, planned call (2 x H200): the refit channel over NCCL. The dense twin with one policy rank
 # on GPU 0 and the generator on GPU 1 (generation.colocated false: rank 0 broadcasts the weights
 # over a group of two each step), 20 steps; then the same run colocated on one GPU (CUDA IPC) to
 # compare refit seconds and the generator's agreement (train/gen_kl_error).
