@@ -17,6 +17,7 @@ from harness.recipe import schema
 from harness.recipe.errors import display_path, dotted
 from harness.recipe.load import Resolved
 from harness.recipe.secret_env import literal_secrets, redact_recipe, scrub
+from harness.recipe.yamlsafe import reads_as_string
 
 _INDENT = "  "
 _BREAKS = "\n\r\x85\u2028\u2029"   # YAML line breaks: in a plain or quoted scalar they fold ('a\x85b' read back 'a b')
@@ -69,4 +70,6 @@ def _scalar(value: object) -> str:
     text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"), allow_unicode=True)
     text = text.removesuffix("\n").removesuffix("\n...")
     assert "\n" not in text, text
+    if isinstance(value, str) and not text.startswith(("'", '"')) and not reads_as_string(text):
+        return json.dumps(value, ensure_ascii=False)  # PyYAML left plain what our loader reads as a number
     return text

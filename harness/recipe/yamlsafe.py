@@ -44,6 +44,13 @@ _Loader.add_implicit_resolver(
     _TAG + "float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
 
 
+def reads_as_string(text: str) -> bool:
+    """Whether `text`, written unquoted, reads back as a string under these rules (`1e5` and
+    `0E0` do not: they are floats here, though YAML 1.1 and PyYAML's dumper call them strings)."""
+    # the resolver reads only class attributes (its table), so the class stands in for an instance
+    return yaml.resolver.BaseResolver.resolve(_Loader, yaml.ScalarNode, text, (True, False)) == _TAG + "str"
+
+
 def parse_text(text: str, *, where: str) -> object:
     """A YAML value from a short text (an override's right-hand side), with the same rules."""
     data, _ = _build(text, name=where, line_prefix=False)
