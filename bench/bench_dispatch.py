@@ -372,7 +372,7 @@ def machine() -> dict[str, Any]:
         with open("/proc/cpuinfo") as fh:
             cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
     except (OSError, StopIteration):
-        pass
+        pass  # no /proc/cpuinfo model name: keep platform.processor()
     try:
         import transfer_queue
 

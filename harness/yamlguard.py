@@ -46,7 +46,7 @@ def first_problem(text: str, *, limit: int = MAX_DEPTH) -> tuple[int, str] | Non
         try:
             return _too_deep(yaml.parse(text, Loader=_C_LOADER), limit)
         except yaml.YAMLError:
-            pass
+            pass  # libyaml refused it: the Python parser below reports the error the same way as before
     try:
         return _too_deep(yaml.parse(text, Loader=yaml.SafeLoader), limit)
     except ReaderError as exc:

@@ -163,7 +163,8 @@ def _checks(result: ScriptResult, script_text: str) -> None:
 
 def _map_recipe(result: ScriptResult, root: Path, script: Path, sub: Path, hardware: str | None) -> None:
     parsed = result.parsed
-    assert parsed is not None
+    if parsed is None:  # the caller maps only scripts that parsed
+        raise ValueError(f"{script}: no parsed script to map")
     if parsed.driver is None:
         result.problem = (("wrapper", "runs another suite script (bash $SCRIPT_DIR/$BASE_RECIPE.sh); not followed")
                           if parsed.delegates else

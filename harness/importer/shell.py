@@ -56,6 +56,17 @@ def _expand(text: str, variables: dict[str, int], unresolved: list[str]) -> str:
     return _VAR.sub(sub, text)
 
 
+def _dollar(text: str, j: int, buf: list[str], variables: dict[str, int], unresolved: list[str]) -> int:
+    """At a `$` in `text[j]`: append the expanded variable (or the `$` itself) to `buf`; returns
+    the index of the last character consumed."""
+    match = _VAR.match(text, j)
+    if not match:
+        buf.append("$")
+        return j
+    buf.append(_expand(match.group(0), variables, unresolved))
+    return match.end() - 1
+
+
 def _words(lines: list[str], start: int, variables: dict[str, int]) -> tuple[list[Word], int]:
     """Split the logical line beginning at index `start` into words; (words, index after it)."""
     words: list[Word] = []
@@ -80,12 +91,7 @@ def _words(lines: list[str], start: int, variables: dict[str, int]) -> tuple[lis
                 elif ch == '"':
                     quote = None
                 elif ch == "$":
-                    match = _VAR.match(text, j)
-                    if match:
-                        buf.append(_expand(match.group(0), variables, unresolved))
-                        j = match.end() - 1
-                    else:
-                        buf.append(ch)
+                    j = _dollar(text, j, buf, variables, unresolved)
                 else:
                     buf.append(ch)
             elif ch in "'\"":
@@ -104,12 +110,7 @@ def _words(lines: list[str], start: int, variables: dict[str, int]) -> tuple[lis
             elif ch == "$":
                 if not buf:
                     word_line = i + 1
-                match = _VAR.match(text, j)
-                if match:
-                    buf.append(_expand(match.group(0), variables, unresolved))
-                    j = match.end() - 1
-                else:
-                    buf.append(ch)
+                j = _dollar(text, j, buf, variables, unresolved)
             else:
                 if not buf:
                     word_line = i + 1

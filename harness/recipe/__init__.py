@@ -10,7 +10,7 @@ Each name is imported from its module on first use (PEP 562): reading a run dir'
 
 from __future__ import annotations
 
-import importlib
+from harness.lazy import lazy_exports
 
 _HOME = {
     "RecipeError": "errors",
@@ -26,9 +26,4 @@ _HOME = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str) -> object:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOME, globals())

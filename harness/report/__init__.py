@@ -7,7 +7,7 @@ junit.xml before report.md's modules are even imported.
 
 from __future__ import annotations
 
-import importlib
+from harness.lazy import lazy_exports
 
 _HOME = {
     "PlotSpec": "plots",
@@ -21,9 +21,4 @@ _HOME = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str) -> object:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOME, globals())

@@ -31,6 +31,7 @@ checked by key, independently of the permutation arithmetic.
 
 from __future__ import annotations
 
+import abc
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -69,19 +70,19 @@ def caller_order_gather(order: Sequence[int]) -> list[int]:
     return gather.tolist()
 
 
-class RowKind:
+class RowKind(abc.ABC):
     """How one kind of row-shaped rank result is keyed, joined in rank order and reordered."""
 
     name = "rows"
 
-    def keys(self, result: Any) -> list[str]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def keys(self, result: Any) -> list[str]: ...
 
-    def concat(self, raw: list[Any], method: str) -> Any:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def concat(self, raw: list[Any], method: str) -> Any: ...
 
-    def take(self, rows: Any, gather: list[int], method: str) -> Any:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def take(self, rows: Any, gather: list[int], method: str) -> Any: ...
 
 
 class MetaRows(RowKind):
