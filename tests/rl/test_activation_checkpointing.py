@@ -6,13 +6,10 @@ backend (Hugging Face gradient checkpointing). fp32 on the CPU, one spawned gloo
 from __future__ import annotations
 
 import importlib.util
-import os
-import socket
-import tempfile
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+from rank_processes import one_gloo_rank, run_ranks
 
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core not installed", allow_module_level=True)
@@ -64,24 +61,14 @@ def _train(backend_name: str, checkpointing: bool) -> dict:
     return out
 
 
-def _worker(rank: int, port: int, out: str) -> None:
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    results = {(name, ckpt): _train(name, ckpt) for name in ("megatron", "torch") for ckpt in (False, True)}
-    torch.save(results, os.path.join(out, "result.pt"))
-    dist.destroy_process_group()
+def _all_four(rank: int, port: int) -> dict:
+    one_gloo_rank(port)
+    return {(name, ckpt): _train(name, ckpt) for name in ("megatron", "torch") for ckpt in (False, True)}
 
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as out:
-        mp.spawn(_worker, args=(port, out), nprocs=1, join=True)
-        return torch.load(os.path.join(out, "result.pt"))
+    return run_ranks(_all_four)[0]
 
 
 def test_torch_backend_recompute_is_bit_for_bit(results: dict) -> None:

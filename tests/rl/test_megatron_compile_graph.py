@@ -8,13 +8,10 @@ broke every layer and left the rest of it eager (docs/benchmarks.md, issue 11).
 from __future__ import annotations
 
 import importlib.util
-import os
-import socket
-import tempfile
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+from rank_processes import one_gloo_rank, run_ranks
 
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core not installed", allow_module_level=True)
@@ -22,8 +19,7 @@ if importlib.util.find_spec("megatron") is None:
 VOCAB = 64
 
 
-def _worker(rank: int, port: int, out: str) -> None:
-    import torch.distributed as dist
+def _counts(rank: int, port: int) -> dict:
     from torch._dynamo.utils import counters
 
     from rl.algorithms.loss import LossConfig
@@ -32,8 +28,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     from rl.config import OptimizerConfig, ParallelConfig
     from rl.models import build_model
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    one_gloo_rank(port)
     cfg = {"family": "qwen3_5", "config": {"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2}}
     backend = get_backend("megatron")(
         model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=2, seed=0,
@@ -56,16 +51,9 @@ def _worker(rank: int, port: int, out: str) -> None:
                  prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(4, generator=g),
                  sample_mask=torch.ones(4))
     backend.train_step(batch, num_tokens=int(response.sum()), loss_cfg=LossConfig())
-    torch.save({"breaks": sum(counters["graph_break"].values()),
-                "graphs": counters["stats"]["unique_graphs"]}, os.path.join(out, "counts.pt"))
-    dist.destroy_process_group()
+    return {"breaks": sum(counters["graph_break"].values()), "graphs": counters["stats"]["unique_graphs"]}
 
 
 def test_a_compiled_dense_layer_is_one_graph_without_breaks() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as out:
-        mp.spawn(_worker, args=(port, out), nprocs=1, join=True)
-        counts = torch.load(os.path.join(out, "counts.pt"))
+    counts = run_ranks(_counts)[0]
     assert counts == {"breaks": 0, "graphs": 1}

@@ -8,13 +8,10 @@ path is the one that ran (two `torch._grouped_mm` calls per MoE layer and forwar
 from __future__ import annotations
 
 import importlib.util
-import os
-import socket
-import tempfile
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+from rank_processes import one_gloo_rank, run_ranks
 
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core not installed", allow_module_level=True)
@@ -76,23 +73,14 @@ def _train(grouped: bool) -> dict:
     return out
 
 
-def _worker(rank: int, port: int, out: str) -> None:
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    torch.save({"grouped": _train(True), "sequential": _train(False)}, os.path.join(out, "result.pt"))
-    dist.destroy_process_group()
+def _both(rank: int, port: int) -> dict:
+    one_gloo_rank(port)
+    return {"grouped": _train(True), "sequential": _train(False)}
 
 
 @pytest.fixture(scope="module")
 def result() -> dict:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as out:
-        mp.spawn(_worker, args=(port, out), nprocs=1, join=True)
-        return torch.load(os.path.join(out, "result.pt"))
+    return run_ranks(_both)[0]
 
 
 def test_grouped_path_runs_two_gemms_per_moe_layer(result: dict) -> None:

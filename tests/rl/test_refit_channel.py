@@ -3,13 +3,9 @@ and the generator's, as on a GPU machine with NCCL."""
 
 from __future__ import annotations
 
-import os
-import socket
-import tempfile
-
 import pytest
 import torch
-import torch.multiprocessing as mp
+from rank_processes import run_ranks
 
 from rl import refit
 from rl.refit_channel import RECEIVER, SENDER, RefitChannel
@@ -23,7 +19,7 @@ def _weights(scale: float) -> dict[str, torch.Tensor]:
             "steps": torch.tensor([3], dtype=torch.int64)}
 
 
-def _end(rank: int, port: int, out: str) -> None:
+def _end(rank: int, port: int) -> list:
     layout = refit.layout_of(_weights(1.0))
     channel = RefitChannel.open(("127.0.0.1", port), rank=SENDER if rank == 0 else RECEIVER, layout=layout,
                                 device="cpu")
@@ -39,17 +35,12 @@ def _end(rank: int, port: int, out: str) -> None:
             channel.send(refit.pack(changed))
         except RuntimeError as exc:
             received.append(str(exc))
-    torch.save(received, os.path.join(out, f"end{rank}.pt"))
+    return received
 
 
 @pytest.fixture(scope="module")
 def ends() -> list:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as out:
-        mp.spawn(_end, args=(port, out), nprocs=2, join=True)
-        return [torch.load(os.path.join(out, f"end{r}.pt")) for r in range(2)]
+    return run_ranks(_end, nprocs=2)
 
 
 def test_the_generator_receives_every_weight_bit_for_bit_each_refit(ends: list) -> None:
