@@ -53,6 +53,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--ep", type=int, default=1)
     p.add_argument("--cp", type=int, default=1)
     p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--linear-widths", choices=["scaled", "hf"], default="scaled",
+                   help="gated-delta-net widths of a hybrid layout (see model_cfg)")
     p.add_argument("--layers", choices=["full", "hybrid"], default="full",
                    help="every layer full attention, or Qwen3.5's 3 gated-delta-net : 1 attention")
     p.add_argument("--num-layers", type=int, default=None, help="override the model's depth")
@@ -74,9 +76,18 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def model_cfg(name: str, layers: str = "full", num_layers: int | None = None) -> dict:
+def model_cfg(name: str, layers: str = "full", num_layers: int | None = None, linear_widths: str = "scaled") -> dict:
+    """The model's config. `linear_widths` ("scaled"): a model that does not set its gated-delta-net
+    widths gets Qwen3.5-35B-A3B's proportions to its attention (key width half the query width,
+    value width equal to it, heads of head_dim); "hf": the HF config class's defaults (16 key and
+    32 value heads of 128, which at dense_1b's width make each linear-attention mixer 2.3x the
+    parameters of an attention one, where Qwen3.5-35B-A3B's is 1.2x)."""
     family, fields = MODELS[name]
     fields = dict(fields)
+    if linear_widths == "scaled" and "linear_num_key_heads" not in fields and "num_attention_heads" in fields:
+        heads, head_dim = fields["num_attention_heads"], fields["head_dim"]
+        fields.update(linear_num_key_heads=heads // 2, linear_num_value_heads=heads,
+                      linear_key_head_dim=head_dim, linear_value_head_dim=head_dim)
     if num_layers is not None:
         fields["num_hidden_layers"] = num_layers
     n = int(fields.get("num_hidden_layers", 4))
@@ -118,7 +129,7 @@ def main() -> None:
     from rl.models import token_logprobs
     from rl.models.flops import total_flops
 
-    cfg = model_cfg(args.model, args.layers, args.num_layers)
+    cfg = model_cfg(args.model, args.layers, args.num_layers, args.linear_widths)
     vocab = int(cfg["config"].get("vocab_size", 64))
     hf, weights = hf_weights(cfg, vocab)
     t0 = time.perf_counter()
@@ -182,7 +193,8 @@ def main() -> None:
     step_s = sorted(times)[len(times) // 2]
     tokens = args.rows * backend.dp_size * args.seq
     flops = total_flops(backend.hf_config, [args.seq] * args.rows * backend.dp_size)
-    result = dict(model=args.model, layers=args.layers, gpus=world, tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp,
+    result = dict(model=args.model, layers=args.layers, linear_widths=args.linear_widths,
+                  gpus=world, tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp,
                   sp=args.sp, dp=backend.dp_size,
                   precision=args.precision, distributed_optimizer=args.distributed_optimizer,
                   rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, build_s=round(build_s, 2),

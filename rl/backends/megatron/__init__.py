@@ -10,3 +10,13 @@ This file imports nothing: each module that needs megatron-core calls `shims.app
 its first `import megatron.core...` (megatron-core 0.19 imports triton unguarded; see `shims`),
 and a module that needs none (`convert`, `load`, `compile`) can be imported without it.
 """
+
+
+def __getattr__(name: str):
+    """`hf_config_of` stays importable from the package (the training anchor script imports it
+    from here), loaded on first use so that importing the package still imports nothing."""
+    if name == "hf_config_of":
+        from rl.backends.megatron.backend import hf_config_of
+
+        return hf_config_of
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,8 +23,9 @@ What is patched, and why:
 * `clip_grad_by_total_norm_fp32` asserts CUDA grads; the optimizer module gets a CPU version
   with the same rule (scale by max_norm / (total_norm + 1e-6) when that is below 1).
 * megatron's GatedDeltaNet (Qwen3.5's linear-attention layers) refuses to build without the
-  `fla` (flash-linear-attention) Triton kernels, which neither machine has. When fla is
-  missing, `fla_stand_in()` gives megatron's GDN modules torch versions of the three kernels it
+  `fla` (flash-linear-attention) Triton kernels. On a GPU with fla-core installed they run (with
+  one backward kernel replaced where fla refuses it: rl.backends.megatron.fla_hopper). Without fla
+  or a GPU, `fla_stand_in()` gives megatron's GDN modules torch versions of the three kernels it
   calls: `chunk_gated_delta_rule` is megatron's own `torch_chunk_gated_delta_rule` (the one its
   deterministic mode uses, taken from Hugging Face's), `causal_conv1d` a depthwise `F.conv1d`
   with the same (x [B, S, D], weight [D, W]) calling convention, and `l2norm` the fp32 formula.
@@ -84,21 +85,21 @@ def portable_tensor_pickles() -> None:
 
 
 def fla_usable() -> bool:
-    """True when fla's Triton kernels can run the gated delta rule here: fla installed, a GPU, and
-    not Triton 3.4-3.7.0 on Hopper, where fla itself refuses its backward (wrong gradients in
-    `chunk_bwd_dqkwg`; the H200 machine's image has Triton 3.6.0, seen 2026-11-30)."""
-    if importlib.util.find_spec("fla") is None or on_cpu():
-        return False
-    import triton
-
-    version = tuple(int(p) for p in triton.__version__.split("+")[0].split(".")[:3])
-    return not ((3, 4, 0) <= version < (3, 7, 1) and torch.cuda.get_device_capability()[0] == 9)
+    """True when fla's Triton kernels can run the gated delta rule here: fla installed and a GPU."""
+    return importlib.util.find_spec("fla") is not None and not on_cpu()
 
 
 def fla_stand_in() -> None:
-    """Torch kernels for megatron's GatedDeltaNet where fla's cannot run (`fla_usable`); call
-    after `apply()`."""
+    """Make megatron's GatedDeltaNet runnable here; call after `apply()`.
+
+    With fla and a GPU, fla's kernels run, except the one backward kernel fla refuses on Hopper
+    under Triton 3.4-3.7.0, which `fla_hopper` replaces with torch. Elsewhere the torch
+    stand-ins for all three kernels."""
     if fla_usable():
+        from rl.backends.megatron import fla_hopper
+
+        if fla_hopper.needs_patch():
+            fla_hopper.patch()
         return
     from megatron.core.ssm.gated_delta_net import common, gdn
 
