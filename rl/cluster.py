@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,17 +78,18 @@ def assign_nodes(placement: Placement, nodes: list[dict[str, Any]], *, driver_no
     return chosen
 
 
-def worker_env(recipe_env: dict[str, str], *, gpu: bool) -> dict[str, str]:
-    """The env every worker starts with: the recipe's, the GPU switches set in the driver's
-    environment, one CPU thread; a CPU worker sees no GPU (a CPU recipe runs the same anywhere)."""
-    env = {k: os.environ[k] for k in PASS_THROUGH_ENV if k in os.environ}
+def worker_env(recipe_env: Mapping[str, str | None], *, gpu: bool) -> dict[str, str]:
+    """The env a worker starts with: its role's recipe env (None: left unset, RunConfig.worker_env),
+    the GPU switches set in the driver's environment, one CPU thread; a CPU worker sees no GPU
+    (a CPU recipe runs the same anywhere)."""
+    env: dict[str, str | None] = {k: os.environ[k] for k in PASS_THROUGH_ENV if k in os.environ}
     env.update(recipe_env)
     env["OMP_NUM_THREADS"] = "1"
     if gpu:
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's condition for deterministic kernels
     else:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    return env
+    return {k: v for k, v in env.items() if v is not None}
 
 
 @dataclass
@@ -103,7 +105,7 @@ class Cluster:
     """The workers of one run, their placement group, and guarded waiting."""
 
     placement: Placement
-    env_vars: dict[str, str] = field(default_factory=dict)
+    env_vars: dict[str, dict[str, str | None]] = field(default_factory=dict)  # role -> RunConfig.worker_env(role)
     workers: list[WorkerHandle] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -121,10 +123,12 @@ class Cluster:
                 f"cluster resources: {ray.cluster_resources()}") from None
 
     def spawn(self, cls: type, *, slot: ActorSlot, name: str, role: str, rank: int, **kwargs: Any) -> WorkerHandle:
-        """Start actor `cls(name=..., **kwargs)` in its slot of the placement group."""
+        """Start actor `cls(name=..., rank=..., env_keys=..., unset_env=..., **kwargs)` in its slot
+        of the placement group, with its role's env."""
         if not 0 <= slot.bundle < len(self.placement.bundles):
             raise ValueError(f"{name}: bundle {slot.bundle} is not in the placement group")
-        env = worker_env(self.env_vars, gpu=self.placement.gpu)
+        recipe_env = self.env_vars[role]
+        env = worker_env(recipe_env, gpu=self.placement.gpu)
         actor = ray.remote(cls).options(
             num_cpus=slot.num_cpus,
             num_gpus=slot.num_gpus,
@@ -132,7 +136,8 @@ class Cluster:
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 placement_group=self._pg, placement_group_bundle_index=slot.bundle),
             runtime_env={"env_vars": env},
-        ).remote(name=name, rank=rank, **kwargs)
+        ).remote(name=name, rank=rank, env_keys=sorted(recipe_env),
+                 unset_env=[k for k, v in recipe_env.items() if v is None], **kwargs)
         handle = WorkerHandle(name=name, role=role, rank=rank, actor=actor)
         self.workers.append(handle)
         return handle

@@ -90,6 +90,7 @@ class PolicyConfig:
     compile: bool = False  # megatron on a GPU: each layer and the log-prob under torch.compile
     activation_checkpointing: bool = False  # recompute each layer's activations in its backward
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    env: dict[str, str] = field(default_factory=dict)  # the training workers' only (RunConfig.worker_env)
 
 
 @dataclass(kw_only=True)
@@ -100,6 +101,7 @@ class GenerationConfig:
     decode: str = "auto"  # rl.generation.static_decode: "graphs" on a GPU for text models, else "eager"
     max_new_tokens: int = 8
     temperature: float = 1.0
+    env: dict[str, str] = field(default_factory=dict)  # the generation workers' only (RunConfig.worker_env)
 
 
 @dataclass(kw_only=True)
@@ -264,6 +266,18 @@ class RunConfig:
     def batch_rows(self) -> int:
         return self.algorithm.prompts_per_step * self.algorithm.generations_per_prompt
 
+    def worker_env(self, role: str) -> dict[str, str | None]:
+        """What each recipe variable must read in a worker of `role` ("policy" or "generation"):
+        the top-level `env` overlaid by the role's own (`policy.env`, `generation.env`; the role
+        wins a clash), and None (unset) for one that only the other role's env sets. The driver
+        gets the top-level `env` alone."""
+        own = {**self.env, **getattr(self, role).env}
+        others = {name for r in ROLES if r != role for name in getattr(self, r).env}
+        return {**own, **dict.fromkeys(sorted(others - own.keys()))}
+
+
+ROLES = ("policy", "generation")  # the worker roles; each has its own `env` over the top-level one
+
 
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "model.family": ("qwen3_5", "qwen3_5_moe"),
@@ -359,9 +373,10 @@ def _validate(cfg: RunConfig) -> None:
     if cfg.generation.temperature <= 0:
         raise ValueError("generation.temperature: must be > 0 (GRPO samples)")
     _validate_data(cfg)
-    for key, value in cfg.env.items():
-        if not isinstance(value, str):
-            raise ValueError(f"env.{key}: environment values must be strings, got {value!r}")
+    for scope in secret_env.SCOPES:
+        for key, value in _lookup(cfg, scope).items():
+            if not isinstance(value, str):
+                raise ValueError(f"{scope}.{key}: environment values must be strings, got {value!r}")
 
 
 DATASET_TASKS = ("math",)  # tasks whose problems come from `data:` rather than a generator
@@ -392,7 +407,7 @@ TEACHER_FAMILIES = ("qwen3_5", "qwen3_5_moe", "llama")
 # What distillation does not read: it must stay at its default, or the recipe is refused.
 GRPO_ONLY = ("algorithm.baseline", "algorithm.normalize_rewards", "algorithm.dynamic_sampling",
              "algorithm.loss", "generation.backend", "generation.tp", "generation.colocated",
-             "generation.temperature", "generation.decode", "data.val_every_steps")
+             "generation.temperature", "generation.decode", "generation.env", "data.val_every_steps")
 
 
 def _validate_algorithm_sections(cfg: RunConfig) -> None:
@@ -430,8 +445,8 @@ def load_config(path: str | Path) -> RunConfig:
     """Read a resolved recipe YAML file."""
     with open(path, encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
-    if isinstance(data, dict) and data.get("env"):
-        data = {**data, "env": secret_env.resolve(data["env"], os.environ)[0]}
+    if isinstance(data, dict):
+        data = secret_env.resolve_recipe(data, os.environ)
     return parse_config(data)
 
 

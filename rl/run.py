@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rl import checkpoint, faults, secret_env
-from rl.config import RunConfig, load_config
+from rl.config import ROLES, RunConfig, load_config
 from rl.preflight import check_file
 from rl.runlog import METRICS, STATUS, RunLog, read_jsonl, write_json_atomic
 from rl.worker_errors import DeadWorkerError, WorkerTimeoutError
@@ -116,9 +116,14 @@ def _config_error(run_dir: Path, message: str) -> int:
 
 
 def _without_faults(cfg: RunConfig) -> RunConfig:
-    """A resumed run plants no fault (rl/faults.py): not here, and not in the workers' env."""
+    """A resumed run plants no fault (rl/faults.py): not here, and not in any worker's env."""
     os.environ.pop(faults.ENV, None)
-    return replace(cfg, env={k: v for k, v in cfg.env.items() if k != faults.ENV})
+
+    def drop(env: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in env.items() if k != faults.ENV}
+
+    return replace(cfg, env=drop(cfg.env), policy=replace(cfg.policy, env=drop(cfg.policy.env)),
+                   generation=replace(cfg.generation, env=drop(cfg.generation.env)))
 
 
 def run(cfg: RunConfig, run_dir: Path, *, resume: bool, hidden_env: list[str] | tuple = ()) -> int:
@@ -201,7 +206,7 @@ class Engine:
 
         cfg, alg = self.cfg, self.cfg.algorithm
         distill = alg.name == "distill"  # no generator: the responses come from the task's answers
-        world, env_keys = cfg.world_size, sorted(cfg.env)
+        world = cfg.world_size
         placement = plan_placement(device=cfg.cluster.device, world_size=world,
                                    colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes)
         device = "cuda" if placement.gpu else "cpu"
@@ -215,15 +220,14 @@ class Engine:
         env = make_env({"name": cfg.task.name, "params": cfg.task.params},
                        data=asdict(cfg.data), tokenizer=tokenizer)
         self.plane = plane.open(cfg.data_plane, group_size=alg.generations_per_prompt)
-        self.cluster = cluster = Cluster(placement=placement, env_vars=dict(cfg.env))
+        self.cluster = cluster = Cluster(placement=placement, env_vars={r: cfg.worker_env(r) for r in ROLES})
         ranks = [cluster.spawn(PolicyWorker, slot=placement.policy[r], name=f"policy-{r}", role="policy",
-                               rank=r, world_size=world, env_keys=env_keys, data_plane=self.plane.worker_client,
-                               device=device)
+                               rank=r, world_size=world, data_plane=self.plane.worker_client, device=device)
                  for r in range(world)]
         decode = resolve_decode(cfg.generation.decode, gpu=placement.gpu, vision=cfg.model.modality == "vision")
         gen = None if distill else cluster.spawn(
             GenerationWorker, slot=placement.generation, name="generation-0", role="generation", rank=0,
-            env_keys=env_keys, device=device, precision=cfg.policy.precision, decode=decode)
+            device=device, precision=cfg.policy.precision, decode=decode)
         workers = [*ranks] if gen is None else [*ranks, gen]
 
         # While the actors boot, build (and warm-start) the initial weights here, unless every
@@ -375,18 +379,23 @@ class Engine:
         self.runlog.log_invariant({**record, "step": self.step})
 
     def _report_env(self, handles: list[Any]) -> None:
-        """env.json and env_propagated: workers report salted hashes (salt per run), never values."""
+        """env.json and env_propagated: each worker holds its role's env (RunConfig.worker_env:
+        null in env.json where the other role's env sets a variable, so it must be unset here);
+        workers report salted hashes (salt per run), never values."""
         salt = secrets.token_hex(16)
         infos = self.cluster.call(handles, "info", salt=salt)
-        want = {k: secret_env.digest(salt, v) for k, v in self.cfg.env.items()}
         for info in infos:
+            expect = self.cfg.worker_env(info["role"])
+            want = {k: secret_env.digest(salt, v) for k, v in expect.items()}
             seen = info.pop("env_digest")
             wrong = sorted(k for k in want if seen.get(k) != want[k])
-            info["env"] = {k: "<differs>" if k in wrong else secret_env.REDACTED if k in self.hidden_env else v
-                           for k, v in self.cfg.env.items()}
+            info["env"] = {k: "<differs>" if k in wrong else
+                           secret_env.REDACTED if k in self.hidden_env and v is not None else v
+                           for k, v in expect.items()}
             self.runlog.log_invariant({
                 "check": "env_propagated", "step": self.step, "worker": info["name"], "ok": not wrong,
-                "detail": f"{len(want)} vars seen (salted hash)" if not wrong else f"differs: {', '.join(wrong)}"})
+                "detail": f"{len(want)} vars as its role's env says (salted hash)" if not wrong
+                else f"differs: {', '.join(wrong)}"})
         self.runlog.write_env(infos)
 
     # --- steps -----------------------------------------------------------------------------
@@ -483,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.out)
     try:
         cfg = load_config(args.recipe)
-        hidden_env = secret_env.hidden_names(_recipe_env(args.recipe))
+        hidden_env = _hidden_env(args.recipe)
     except (ValueError, OSError) as exc:
         return _config_error(run_dir, f"bad recipe {args.recipe}: {exc}")
     except Exception as exc:  # noqa: BLE001 - e.g. a YAML syntax error
@@ -502,12 +511,14 @@ def main(argv: list[str] | None = None) -> int:
     return run(cfg, run_dir, resume=args.resume, hidden_env=hidden_env)
 
 
-def _recipe_env(path: str) -> dict:
+def _hidden_env(path: str) -> list[str]:
+    """The names env.json writes <redacted>: each env mapping's pass-through entries (rl/secret_env.py)."""
     import yaml
 
     with open(path, encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
-    return data.get("env") or {} if isinstance(data, dict) else {}
+    scopes = secret_env.scopes(data) if isinstance(data, dict) else []
+    return sorted({name for _, env in scopes for name in secret_env.hidden_names(env)})
 
 
 if __name__ == "__main__":

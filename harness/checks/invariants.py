@@ -16,6 +16,7 @@ from pathlib import Path
 from harness.bounded import BoundedReadError, read_text
 from harness.checks.verdict import Verdict
 from harness.errors import UserError
+from harness.recipe.secret_env import envs
 
 
 class InvariantsError(UserError):
@@ -57,7 +58,7 @@ def required_checks(recipe: Mapping) -> list[str]:
     required = ["flops_fields"]
     if recipe.get("data_plane", {}).get("backend") == "tq":
         required.append("dispatch_row_order")
-    if recipe.get("env"):
+    if envs(recipe):  # env, policy.env or generation.env
         required.append("env_propagated")
     if recipe.get("algorithm", {}).get("name") == "distill":  # the reference's two loss bugs
         required += ["xtoken_valid_chunks", "xtoken_projection_shape"]

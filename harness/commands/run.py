@@ -98,12 +98,13 @@ def jobs_address(cli_address: str | None) -> str | None:
 def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: bool = False,
                   ray_address: str | None = None) -> LaunchResult:
     env = launch_env(recipe, os.environ)  # secrets reach the engine here; its recipe.yaml says <redacted>
+    names = sorted(env)  # what a Ray job is given: the engine process's recipe env
     env.setdefault("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "disabled"))
     command = engine_command(recipe, run_dir) + (["--resume"] if resume else [])
     if ray_address:
         run_dir = run_dir.resolve()  # the job runs elsewhere: only an absolute path means the same dir
         command = ray_job_command(engine_command(recipe, run_dir) + (["--resume"] if resume else []),
-                                  address=ray_address, working_dir=REPO_ROOT, env_names=sorted(recipe.get("env") or {}),
+                                  address=ray_address, working_dir=REPO_ROOT, env_names=names,
                                   submission_id=f"harness-{recipe['name']}-{time.strftime('%Y%m%d-%H%M%S')}-"
                                                 f"{secrets.token_hex(3)}")
     result = launch(

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.recipe import schema
+from harness.recipe import schema, secret_env
 from harness.recipe.defaults import load_chain
 from harness.recipe.errors import Origin, RecipeError, display_path, dotted, nearest
 from harness.recipe.overrides import apply, parse_override, split_key
@@ -63,7 +63,7 @@ def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = (), *, scale
         for item in parsed:
             apply(out, item.keys, item.value, Origin.override(item.text, source), mode="add" if item.add else "set")
         schema.fill_defaults(out, Origin.default(source))
-        schema.validate(out)
+        _validate(out)
         return out
 
     final = build(scale)
@@ -94,6 +94,17 @@ def _scale_entries(name: str, block: object, origins: dict) -> list[tuple[tuple[
     return out
 
 
+def _validate(tree: Tree) -> None:
+    """The schema, then the one rule it cannot state: a secret's name has one value (secret_env.clash)."""
+    schema.validate(tree)
+    found = secret_env.clash(tree.data)
+    if found:
+        path, message = found
+        origin = tree.origin_of(path)
+        raise RecipeError(message, where=origin.where if origin else "",
+                          key=origin.key(path) if origin else dotted(path))
+
+
 def _check_variants(tree: Tree) -> None:
     """Every parity variant must name real key paths and give a valid recipe."""
     variants = tree.get(("checks", "parity", "variants")) or {}
@@ -105,7 +116,7 @@ def _check_variants(tree: Tree) -> None:
             keys = split_key(key, where=f"{origin.where}: {dotted(path)}")
             apply(probe, keys, value, origin, mode="schema")
         schema.fill_defaults(probe, tree.origins[()])
-        schema.validate(probe)
+        _validate(probe)
 
 
 def _resolve_paths(tree: Tree) -> None:

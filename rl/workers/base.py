@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -16,7 +17,14 @@ class WorkerBase:
 
     role = "worker"
 
-    def __init__(self, *, name: str, rank: int, env_keys: list[str], device: str = "cpu") -> None:
+    def __init__(self, *, name: str, rank: int, env_keys: list[str], unset_env: Sequence[str] = (),
+                 device: str = "cpu") -> None:
+        # `unset_env`: variables only the other role's env sets (RunConfig.worker_env). They can
+        # still reach this process from outside its runtime env: a local Ray starts workers from
+        # the driver's environment, which holds the role secrets the harness handed over, and a
+        # Ray job's env reaches all its actors. Removed before any library reads them.
+        for key in unset_env:
+            os.environ.pop(key, None)
         # Workers share the box's cores with each other: one intra-op thread each, and the
         # same thread count everywhere keeps CPU kernels' reduction order reproducible.
         torch.set_num_threads(1)
@@ -54,7 +62,7 @@ class WorkerBase:
 
     def info(self, salt: str = "") -> dict[str, Any]:
         """This worker's env.json record: who it is, where it runs, and a salted hash of each
-        recipe env value it saw (never the value: secrets pass through here)."""
+        recipe env value it saw, None where unset (never the value: secrets pass through here)."""
         return {
             "name": self.name,
             "role": self.role,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -33,9 +34,9 @@ __all__ = ["GenerationWorker"]
 class GenerationWorker(WorkerBase):
     role = "generation"
 
-    def __init__(self, *, name: str, rank: int, env_keys: list[str], device: str = "cpu",
-                 precision: str = "fp32", decode: str = "eager") -> None:
-        super().__init__(name=name, rank=rank, env_keys=env_keys, device=device)
+    def __init__(self, *, name: str, rank: int, env_keys: list[str], unset_env: Sequence[str] = (),
+                 device: str = "cpu", precision: str = "fp32", decode: str = "eager") -> None:
+        super().__init__(name=name, rank=rank, env_keys=env_keys, unset_env=unset_env, device=device)
         self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
         self.decode = decode
         self.model: Any = None

@@ -128,3 +128,77 @@ def test_status_json_is_scrubbed_of_a_json_escaped_secret(tmp_path):
     (tmp_path / "status.json").write_text(json.dumps({"error": f"boom {secret}"}))
     scrub_logs(tmp_path, [secret])
     assert json.loads((tmp_path / "status.json").read_text()) == {"error": f"boom {REDACTED}"}
+
+
+# --- role env: policy.env and generation.env (issue 21) ------------------------------------
+
+ROLE_OVERRIDES = ["++policy.env.WANDB_API_KEY={from_env: true}", f"++generation.env.HF_TOKEN={LITERAL}",
+                  "++policy.env.ROLE_PLAIN=visible"]
+
+
+def test_redact_recipe_redacts_every_role_env_and_keeps_the_original():
+    recipe = {"name": "r", "env": {"PLAIN": "1"}, "generation": {"env": {"X": {"from_env": True}}},
+              "policy": {"env": {"HF_TOKEN": LITERAL, "P": "p"}, "backend": "torch"}}
+    out = redact_recipe(recipe)
+    assert out["env"] == {"PLAIN": "1"}
+    assert out["policy"] == {"env": {"HF_TOKEN": REDACTED, "P": "p"}, "backend": "torch"}
+    assert out["generation"]["env"] == {"X": REDACTED}
+    assert recipe["policy"]["env"]["HF_TOKEN"] == LITERAL and recipe["generation"]["env"]["X"] == {"from_env": True}
+
+
+def test_the_engine_process_gets_the_top_level_env_and_the_role_secrets_only():
+    recipe = {"env": {"A": "a"}, "policy": {"env": {"WANDB_API_KEY": {"from_env": True}, "P": "p"}},
+              "generation": {"env": {"HF_TOKEN": LITERAL, "G": "g"}}}
+    assert launch_env(recipe, {"WANDB_API_KEY": PASSED}) == {"A": "a", "WANDB_API_KEY": PASSED, "HF_TOKEN": LITERAL}
+    assert secret_values(recipe, {"WANDB_API_KEY": PASSED}) == sorted([PASSED, LITERAL], key=len, reverse=True)
+    with pytest.raises(RecipeError, match=r"policy\.env\.WANDB_API_KEY: pass-through"):
+        launch_env(recipe, {})
+
+
+@pytest.mark.parametrize(("overrides", "key"), [
+    (["++env.HF_TOKEN=a", "++policy.env.HF_TOKEN=b"], "policy.env.HF_TOKEN"),
+    (["++policy.env.HF_TOKEN=a", "++generation.env.HF_TOKEN=b"], "generation.env.HF_TOKEN"),
+    (["++env.PLAIN=a", "++generation.env.PLAIN={from_env: true}"], "generation.env.PLAIN"),
+])
+def test_a_secret_name_with_two_values_is_refused_naming_the_key(overrides, key):
+    with pytest.raises(RecipeError, match=rf"{key}: a secret reaches the engine .* takes one value"):
+        load_recipe(RECIPE, overrides)
+
+
+def test_one_value_per_secret_name_and_plain_role_values_of_their_own_load():
+    data = load_recipe(RECIPE, ["++env.HF_TOKEN=a", "++policy.env.HF_TOKEN=a", "++env.PLAIN=top",
+                                "++generation.env.PLAIN=gen"]).data
+    assert data["policy"]["env"] == {"HF_TOKEN": "a"} and data["generation"]["env"] == {"PLAIN": "gen"}
+
+
+def test_show_and_dry_run_redact_role_env(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WANDB_API_KEY", PASSED)
+    text = format_show(load_recipe(RECIPE, ROLE_OVERRIDES), provenance=True)
+    assert LITERAL not in text and "HF_TOKEN: <redacted>" in text and "ROLE_PLAIN: visible" in text
+    out = tmp_path / "run"
+    assert main(["run", str(RECIPE), *ROLE_OVERRIDES, "--dry-run", "--out", str(out)]) == 0
+    assert PASSED not in capsys.readouterr().out
+    for path in out.rglob("*"):
+        assert PASSED not in path.read_text() and LITERAL not in path.read_text(), path
+    assert "WANDB_API_KEY: <redacted>" in (out / "recipe.yaml").read_text()
+
+
+def test_a_bad_role_env_value_is_one_line_naming_the_key(tmp_path, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"defaults: {RECIPE}\nname: r\npolicy: {{env: {{FOO: 1}}}}\n")
+    assert main(["validate", str(recipe)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "policy.env.FOO: must be a string or a mapping, not 1" in err[0], err
+
+
+def test_redact_argv_redacts_role_env_overrides():
+    argv = [f"++policy.env.HF_TOKEN={LITERAL}", "generation.env.DB_PASSWORD=x", "++policy.env.PLAIN=1"]
+    assert redact_argv(argv) == ["++policy.env.HF_TOKEN=<redacted>", "generation.env.DB_PASSWORD=<redacted>",
+                                 "++policy.env.PLAIN=1"]
+
+
+def test_a_role_env_alone_requires_env_propagated():
+    from harness.checks.invariants import required_checks
+
+    assert "env_propagated" in required_checks({"env": {}, "generation": {"env": {"G": "g"}}})
+    assert "env_propagated" not in required_checks({"env": {}, "policy": {"env": {}}})

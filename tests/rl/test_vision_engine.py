@@ -52,7 +52,8 @@ def test_vlm_tiny_twin_runs_on_both_data_paths_bitwise_identical(tmp_path: Path)
                       "algorithm.warm_start.steps=20")
     resolved = yaml.safe_load(recipe.read_text())
     assert resolved["model"]["modality"] == "vision" and resolved["task"]["name"] == "counting"
-    assert resolved["env"]["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert resolved["policy"]["env"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert resolved["env"] == {} == resolved["generation"]["env"]
     cmd = [sys.executable, "-m", "harness.cli", "run", str(RECIPE), "--scale", "tiny", "--out", str(out),
            "--no-progress", f"algorithm.num_steps={STEPS}", "algorithm.prompts_per_step=8",
            "algorithm.warm_start.steps=20", PARITY]
@@ -75,4 +76,6 @@ def test_vlm_tiny_twin_runs_on_both_data_paths_bitwise_identical(tmp_path: Path)
         invariants = [json.loads(line) for line in (run_dir / "invariants.jsonl").read_text().splitlines()]
         assert invariants and all(rec["ok"] for rec in invariants)
         workers = json.loads((run_dir / "env.json").read_text())["workers"]
-        assert {w["env"]["PYTORCH_CUDA_ALLOC_CONF"] for w in workers} == {"expandable_segments:True"}
+        # the training workers' only: the generator's record says unset (null)
+        assert {(w["role"], w["env"]["PYTORCH_CUDA_ALLOC_CONF"]) for w in workers} == {
+            ("policy", "expandable_segments:True"), ("generation", None)}
