@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from rl.config import OptimizerConfig, parse_config
 from rl.lr_schedule import lr_at
@@ -45,6 +46,24 @@ def test_linear_warmup_then_constant(step: int, expected: float) -> None:
 def test_decay_to_min_lr_by_decay_steps(decay: str, step: int, expected: float) -> None:
     cfg = _cfg(**WARM, decay=decay, decay_steps=10, min_lr=MIN)
     assert lr_at(cfg, step) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_dtensor_paths_linear_warmup_is_ours() -> None:
+    """The reference's DTensor scheduler (grpo_math_1B: LinearLR from 0.1 over 50 steps, then
+    ConstantLR, stepped after each optimizer step) is a warm-up from 0.1 x lr: what the importer
+    maps it to (harness/importer/mapping.py, `torch_schedule`)."""
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=5.0e-6)
+    scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, [
+        torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, end_factor=1.0, total_iters=50),
+        torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0, total_iters=10_000_000_000)], milestones=[50])
+    theirs = []
+    for _ in range(60):
+        theirs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    ours = OptimizerConfig(lr=5.0e-6, warmup_steps=50, warmup_init_lr=0.1 * 5.0e-6)
+    assert [lr_at(ours, s) for s in range(1, 61)] == pytest.approx(theirs, rel=1e-9)
 
 
 def test_no_schedule_is_the_flat_lr() -> None:
