@@ -161,7 +161,7 @@ def main() -> None:
     for step in range(args.warmup + args.steps):
         torch.cuda.synchronize()
         t = time.perf_counter()
-        metrics = backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig())
+        metrics = backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig(), step=step + 1)
         torch.cuda.synchronize()
         if step >= args.warmup:
             times.append(time.perf_counter() - t)
@@ -173,13 +173,13 @@ def main() -> None:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig())
+            backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig(), step=args.warmup + args.steps + 1)
             torch.cuda.synchronize()
         with open(args.profile, "w") as f:
             f.write(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=30) + "\n")
             f.write(prof.key_averages().table(sort_by="cpu_time_total", row_limit=30) + "\n")
     elif args.profile:
-        backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig())
+        backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig(), step=args.warmup + args.steps + 1)
     # The log-prob pass GRPO runs every step (no grad), over the same rows.
     lp_times = []
     for _ in range(3):

@@ -22,6 +22,7 @@ import yaml
 from rl import secret_env
 from rl.algorithms.loss import LossConfig  # the loss section is the loss's own config
 from rl.distill.loss import DistillConfig  # so is the distillation section
+from rl.lr_schedule import DECAYS
 
 __all__ = [
     "AlgorithmConfig",
@@ -72,11 +73,41 @@ class ParallelConfig:
 
 @dataclass(kw_only=True)
 class OptimizerConfig:
+    """`policy.optimizer`: AdamW, and the lr schedule rl/lr_schedule.py computes from it.
+
+    `lr` is the peak; `decay_steps` and `min_lr` are read by the linear and cosine decays only
+    (a constant decay never leaves `lr`), as in megatron-core, whose recipes set them anyway."""
+
     lr: float = 1.0e-4
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1.0e-8
     grad_clip: float | None = None  # None: no clipping
+    warmup_steps: int = 0
+    warmup_init_lr: float = 0.0
+    decay: str = "constant"
+    decay_steps: int | None = None
+    min_lr: float = 0.0
+
+    def __post_init__(self) -> None:
+        path = "policy.optimizer"
+        if self.warmup_steps < 0:
+            raise ValueError(f"{path}.warmup_steps: must be >= 0, got {self.warmup_steps}")
+        if not 0.0 <= self.warmup_init_lr <= self.lr:
+            raise ValueError(f"{path}.warmup_init_lr: must be in [0, lr={self.lr}] (the warm-up rises "
+                             f"to lr), got {self.warmup_init_lr}")
+        if self.decay not in DECAYS:
+            raise ValueError(f"{path}.decay: {self.decay!r} is not one of {list(DECAYS)}")
+        if not 0.0 <= self.min_lr <= self.lr:
+            raise ValueError(f"{path}.min_lr: must be in [0, lr={self.lr}] (the decay falls from lr), "
+                             f"got {self.min_lr}")
+        if self.decay_steps is not None and self.decay_steps < 1:
+            raise ValueError(f"{path}.decay_steps: must be >= 1 or null, got {self.decay_steps}")
+        if self.decay != "constant" and self.decay_steps is None:
+            raise ValueError(f"{path}.decay_steps: decay {self.decay!r} needs it (the step it reaches min_lr at)")
+        if self.decay != "constant" and self.decay_steps <= self.warmup_steps:
+            raise ValueError(f"{path}.decay_steps: must be > warmup_steps={self.warmup_steps} (the decay "
+                             f"starts where the warm-up ends), got {self.decay_steps}")
 
 
 @dataclass(kw_only=True)

@@ -204,6 +204,8 @@ def _map_recipe(result: ScriptResult, root: Path, script: Path, sub: Path, hardw
             conditional.append((key, value, entry))
         elif entry is not None:
             _convert(result, ours, key, value, entry)
+        elif key == mapping.TORCH_SCHEDULER and flat.get(mapping.MEGATRON) is not True:  # megatron's: its own keys
+            _convert_schedule(result, ours, key, value, flat)
         elif key == "policy.tokenizer.name":  # model.tokenizer: null reads the checkpoint's own
             if value == flat.get("policy.model_name"):
                 result.superseded.append(key)
@@ -273,8 +275,23 @@ def _convert(result: ScriptResult, ours: dict, key: str, value: Any, entry: mapp
         ours[entry.ours] = entry.convert(value)
         result.mapped[key] = entry.ours
     except mapping.Refused as error:
-        result.refused.append({"key": key, "value": value if isinstance(value, (int, float, str, bool)) or
-                               value is None else str(value), "reason": str(error)})
+        _refuse(result, key, value, error)
+
+
+def _convert_schedule(result: ScriptResult, ours: dict, key: str, value: Any, flat: dict[str, Any]) -> None:
+    """The DTensor path's scheduler list: several of our keys from one leaf (`mapping.torch_schedule`)."""
+    try:
+        schedule = mapping.torch_schedule(value, flat)
+    except mapping.Refused as error:
+        _refuse(result, key, value, error)
+        return
+    ours.update(schedule)
+    result.mapped[key] = ", ".join(schedule)
+
+
+def _refuse(result: ScriptResult, key: str, value: Any, error: mapping.Refused) -> None:
+    result.refused.append({"key": key, "value": value if isinstance(value, (int, float, str, bool)) or
+                           value is None else str(value), "reason": str(error)})
 
 
 # ---------------------------------------------------------------- files

@@ -10,7 +10,8 @@ flattened to dotted leaves. Each leaf is then exactly one of:
 * **unknown**: reported, never invented.
 
 Keys that only exist in one backend's section are mapped only when that backend is the one the
-recipe enables (`policy.megatron_cfg.*` when `policy.megatron_cfg.enabled`).
+recipe enables (`policy.megatron_cfg.*` when `policy.megatron_cfg.enabled`). The one leaf that
+maps onto several of ours, the DTensor path's `policy.scheduler` list, is `torch_schedule`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-__all__ = ["KEYS", "SUPERSEDED", "Refused", "family_of", "lookup", "superseded_reason"]
+__all__ = ["KEYS", "SUPERSEDED", "TORCH_SCHEDULER", "Refused", "family_of", "lookup", "superseded_reason",
+           "torch_schedule"]
 
 
 class Refused(ValueError):
@@ -78,8 +80,14 @@ def _grad_clip(value: Any) -> float | int | None:
     return None if value is None else _number(value)
 
 
-def _max_seq_len(value: Any) -> int | None:
+def _int_or_null(value: Any) -> int | None:
     return None if value is None else _int(value)
+
+
+def _decay(value: Any) -> str:
+    if value not in ("constant", "linear", "cosine"):
+        raise Refused(f"lr_decay_style {value!r}: ours are constant, linear and cosine")
+    return value
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ class Key:
 
 
 MEGATRON = "policy.megatron_cfg.enabled"
+DTENSOR_LR = "policy.optimizer.kwargs.lr"
 
 # reference leaf -> our key. Patterns are exact dotted paths.
 KEYS: dict[str, Key] = {
@@ -107,10 +116,10 @@ KEYS: dict[str, Key] = {
     "loss_fn.use_importance_sampling_correction": Key("algorithm.loss.is_correction", _bool),
     "policy.model_name": Key("model.path"),
     "policy.train_micro_batch_size": Key("policy.micro_batch_size", _int),
-    "policy.max_total_sequence_length": Key("policy.max_seq_len", _max_seq_len),
+    "policy.max_total_sequence_length": Key("policy.max_seq_len", _int_or_null),
     "policy.precision": Key("policy.precision", _precision),
     "policy.max_grad_norm": Key("policy.optimizer.grad_clip", _grad_clip),
-    "policy.optimizer.kwargs.lr": Key("policy.optimizer.lr", _number),
+    DTENSOR_LR: Key("policy.optimizer.lr", _number),
     "policy.optimizer.kwargs.weight_decay": Key("policy.optimizer.weight_decay", _number),
     "policy.optimizer.kwargs.betas": Key("policy.optimizer.betas", _betas),
     "policy.optimizer.kwargs.eps": Key("policy.optimizer.eps", _number),
@@ -127,6 +136,11 @@ KEYS: dict[str, Key] = {
     "policy.megatron_cfg.optimizer.weight_decay": Key("policy.optimizer.weight_decay", _number, when=MEGATRON),
     "policy.megatron_cfg.optimizer.adam_eps": Key("policy.optimizer.eps", _number, when=MEGATRON),
     "policy.megatron_cfg.optimizer.clip_grad": Key("policy.optimizer.grad_clip", _grad_clip, when=MEGATRON),
+    "policy.megatron_cfg.optimizer.min_lr": Key("policy.optimizer.min_lr", _number, when=MEGATRON),
+    "policy.megatron_cfg.scheduler.lr_warmup_iters": Key("policy.optimizer.warmup_steps", _int, when=MEGATRON),
+    "policy.megatron_cfg.scheduler.lr_warmup_init": Key("policy.optimizer.warmup_init_lr", _number, when=MEGATRON),
+    "policy.megatron_cfg.scheduler.lr_decay_style": Key("policy.optimizer.decay", _decay, when=MEGATRON),
+    "policy.megatron_cfg.scheduler.lr_decay_iters": Key("policy.optimizer.decay_steps", _int_or_null, when=MEGATRON),
     "policy.generation.backend": Key("generation.backend", _generation_backend),
     "policy.generation.max_new_tokens": Key("generation.max_new_tokens", _int),
     "policy.generation.temperature": Key("generation.temperature", _number),
@@ -144,6 +158,38 @@ SUPERSEDED: tuple[tuple[str, str], ...] = (
     ("checkpointing.checkpoint_dir", "the harness places checkpoints in the run dir"),
     ("checkpointing.enabled", "read only as the condition of checkpointing.save_period"),
 )
+
+
+# The DTensor path's lr schedulers (torch.optim.lr_scheduler classes, stepped after each
+# optimizer step, as ours is): a list of {name, kwargs} and, for more than one, {milestones}.
+TORCH_SCHEDULER = "policy.scheduler"
+_LINEAR, _CONSTANT = "torch.optim.lr_scheduler.LinearLR", "torch.optim.lr_scheduler.ConstantLR"
+_SHAPE = (f"{TORCH_SCHEDULER}: ours holds a LinearLR warm-up to end_factor 1.0, alone or followed by "
+          "ConstantLR(factor 1.0) from a milestone at or after the warm-up's end")
+
+
+def torch_schedule(value: Any, flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Our `policy.optimizer` schedule keys for the reference's `policy.scheduler` list (the
+    DTensor path's; megatron's has its own keys). A LinearLR from start_factor s (torch's defaults:
+    1/3 over 5 steps) is a warm-up from s x lr; anything our schedule cannot follow is refused."""
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise Refused(f"{value!r} is not a list of schedulers")
+    schedulers = [e for e in value if "milestones" not in e]
+    milestones = [e["milestones"] for e in value if "milestones" in e]
+    names = [e.get("name") for e in schedulers]
+    if names not in ([_LINEAR], [_LINEAR, _CONSTANT]) or len(milestones) != len(names) - 1:
+        raise Refused(f"schedulers {names}: {_SHAPE}")
+    linear = dict(schedulers[0].get("kwargs") or {})
+    start, end, iters = linear.get("start_factor", 1 / 3), linear.get("end_factor", 1.0), linear.get("total_iters", 5)
+    if end != 1.0:
+        raise Refused(f"LinearLR end_factor {end!r}: {_SHAPE}")
+    if milestones:
+        factor, at = (schedulers[1].get("kwargs") or {}).get("factor", 1 / 3), milestones[0]
+        if factor != 1.0 or not (isinstance(at, list) and len(at) == 1) or _int(at[0]) < _int(iters):
+            raise Refused(f"ConstantLR factor {factor!r} from milestones {at!r}: {_SHAPE}")
+    return {"policy.optimizer.warmup_steps": _int(iters),
+            "policy.optimizer.warmup_init_lr": _number(start) * _number(flat.get(DTENSOR_LR)),
+            "policy.optimizer.decay": "constant"}
 
 
 def superseded_reason(key: str) -> str | None:

@@ -35,6 +35,7 @@ DOMAINS: tuple[tuple[str, Domain, str], ...] = (
     ("train/approx_kl", NON_NEGATIVE, "a token mean of k3"),
     ("train/token_mult_prob_error", Domain(1.0), "a token mean of exp(|difference|) >= 1"),
     ("train/grad_norm", NON_NEGATIVE, "a norm"),
+    ("train/lr", NON_NEGATIVE, "a learning rate: warmup_init_lr, lr and min_lr are all >= 0"),
     ("train/*fraction", FRACTION, "a fraction of samples or tokens"),
     ("train/num_*", NON_NEGATIVE, "a count"),
     ("train/mean_response_length", NON_NEGATIVE, "a length"),

@@ -167,7 +167,7 @@ class GRPODriver:
             with timer.time("training"):
                 train = self.store.train(handle, self.policy, advantages=advantages,
                                          sample_mask=sample_mask, num_tokens=num_tokens,
-                                         loss_cfg=self.loss_cfg)
+                                         loss_cfg=self.loss_cfg, step=step)
             self.store.finish(handle)
             with timer.time("refit"):
                 self._refit(step)
@@ -184,6 +184,7 @@ class GRPODriver:
             "train/loss": train["loss"],
             "train/pg_loss": train["pg_loss"],
             "train/grad_norm": train["grad_norm"],
+            "train/lr": train["lr"],
             "train/token_mult_prob_error": train["token_mult_prob_error"],
             "train/gen_kl_error": train["gen_kl_error"],
             "train/kl_penalty": train["kl_penalty"],

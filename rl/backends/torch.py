@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from rl.algorithms.loss import LossConfig
 from rl.backends import register
-from rl.backends.train_step import TRAIN_FIELDS, backward_micro_batch, micro_batches
+from rl.backends.train_step import TRAIN_FIELDS, backward_micro_batch, micro_batches, schedule_lr
 from rl.config import OptimizerConfig, ParallelConfig
 from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
@@ -84,6 +84,7 @@ class TorchBackend:
         if activation_checkpointing:  # the policy only: the reference never runs a backward
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.micro_batch_size = micro_batch_size
+        self.optimizer_cfg = optimizer_cfg
         self.grad_clip = optimizer_cfg.grad_clip
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=optimizer_cfg.lr, betas=tuple(optimizer_cfg.betas),
@@ -128,8 +129,9 @@ class TorchBackend:
     # --- training ------------------------------------------------------------------------
 
     def train_step(self, batch: dict[str, torch.Tensor], *, num_tokens: int,
-                   loss_cfg: LossConfig) -> dict[str, float]:
-        """One optimizer step over this rank's rows; metrics are this rank's share (summable)."""
+                   loss_cfg: LossConfig, step: int) -> dict[str, float]:
+        """One optimizer step over this rank's rows at the lr of training step `step`; metrics are
+        this rank's share (summable), and `lr`."""
         missing = [f for f in TRAIN_FIELDS if f not in batch]
         if missing:
             raise DataIntegrityError(f"train batch lacks {missing}")
@@ -143,23 +145,24 @@ class TorchBackend:
                 curr = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
                                       **{f: mb[f] for f in images})
                 backward_micro_batch(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
-        grad_norm = self._reduce_and_step()
-        totals["grad_norm"] = grad_norm
+        totals["grad_norm"], totals["lr"] = self._reduce_and_step(step)
         return totals
 
     def distill_step(self, batch: dict[str, torch.Tensor], *, teacher: Any, projection: Any, cfg: Any,
-                     fold_sample_mask: bool = True) -> dict[str, float]:
-        """One optimizer step of cross-tokenizer distillation from `teacher` (rl/distill/step.py)."""
+                     step: int, fold_sample_mask: bool = True) -> dict[str, float]:
+        """One optimizer step of cross-tokenizer distillation from `teacher` (rl/distill/step.py) at
+        the lr of training step `step`."""
         from rl.distill.step import accumulate_distill_grads
 
         self.optimizer.zero_grad(set_to_none=False)
         totals = accumulate_distill_grads(self.model, teacher, batch, projection=projection, cfg=cfg,
                                           micro_batch_size=self.micro_batch_size, device=self.device,
                                           fold_sample_mask=fold_sample_mask)
-        totals["grad_norm"] = self._reduce_and_step()
+        totals["grad_norm"], totals["lr"] = self._reduce_and_step(step)
         return totals
 
-    def _reduce_and_step(self) -> float:
+    def _reduce_and_step(self, step: int) -> tuple[float, float]:
+        """All-reduce, clip and step at training step `step`'s lr; (grad norm, lr)."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         flat = torch.cat([g.reshape(-1) for g in grads])
         if dist.is_initialized() and dist.get_world_size() > 1:
@@ -171,8 +174,9 @@ class TorchBackend:
             offset += n
         max_norm = self.grad_clip if self.grad_clip and self.grad_clip > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+        lr = schedule_lr(self.optimizer.param_groups, self.optimizer_cfg, step)
         self.optimizer.step()
-        return float(norm)
+        return float(norm), lr
 
     # --- state ---------------------------------------------------------------------------
 

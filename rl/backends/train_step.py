@@ -1,5 +1,5 @@
 """The train-step pieces every training backend shares: fixed-shape micro-batches, the loss of
-one micro-batch, and summing its metrics.
+one micro-batch, summing its metrics, and the step's learning rate.
 
 They live here, not in one backend, so the torch and megatron backends (and distillation's
 step, rl/distill/step.py) cannot drift apart: the same rows make the same micro-batches, and
@@ -11,8 +11,11 @@ from __future__ import annotations
 import torch
 
 from rl.algorithms.loss import LossConfig, clipped_pg_loss
+from rl.config import OptimizerConfig
+from rl.lr_schedule import lr_at
 
-__all__ = ["TRAIN_FIELDS", "add_metrics", "backward_micro_batch", "micro_batch_loss", "micro_batches"]
+__all__ = ["TRAIN_FIELDS", "add_metrics", "backward_micro_batch", "micro_batch_loss", "micro_batches",
+           "schedule_lr"]
 
 # Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
 TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", "prev_logprobs",
@@ -62,3 +65,14 @@ def backward_micro_batch(mb: dict[str, torch.Tensor], real: int, curr: torch.Ten
     loss, metrics = micro_batch_loss(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens)
     loss.backward()
     add_metrics(totals, metrics)
+
+
+def schedule_lr(param_groups: list[dict], cfg: OptimizerConfig, step: int) -> float:
+    """Set every param group's lr to `lr_at(cfg, step)` (rl/lr_schedule.py) and return it; called
+    before each optimizer step. Taking the engine's step every time, neither a restored optimizer
+    state (it carries the lr it was saved with) nor a count of the backend's own decides the lr
+    after a resume."""
+    lr = lr_at(cfg, step)
+    for group in param_groups:
+        group["lr"] = lr
+    return lr

@@ -140,13 +140,14 @@ class DataPlane(abc.ABC):
 
     @abc.abstractmethod
     def train(self, handle: Any, policy: Any, *, advantages: torch.Tensor, sample_mask: torch.Tensor,
-              num_tokens: int, loss_cfg: Any) -> dict[str, Any]:
+              num_tokens: int, loss_cfg: Any, step: int) -> dict[str, Any]:
         """One optimizer step over the rows, rank r on the r-th contiguous block; `loss_cfg` (the
-        recipe's `LossConfig`) goes to the ranks as it is."""
+        recipe's `LossConfig`) and `step` (the run's training step: its lr) go to the ranks as they are."""
 
     @abc.abstractmethod
-    def distill(self, handle: Any, policy: Any, *, sample_mask: torch.Tensor, cfg: Any) -> dict[str, Any]:
-        """One distillation step over the rows, rank r on the r-th contiguous block."""
+    def distill(self, handle: Any, policy: Any, *, sample_mask: torch.Tensor, cfg: Any,
+                step: int) -> dict[str, Any]:
+        """One distillation step (training step `step`) over the rows, rank r on the r-th contiguous block."""
 
     @abc.abstractmethod
     def finish(self, handle: Any) -> None:
@@ -183,14 +184,15 @@ class LegacyPlane(DataPlane):
         return {f: batch[f] for f in fields}
 
     def train(self, batch: BatchedDataDict, policy: Any, *, advantages: torch.Tensor,
-              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: Any) -> dict[str, Any]:
+              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: Any, step: int) -> dict[str, Any]:
         batch["advantages"] = advantages
         batch["sample_mask"] = sample_mask
-        return policy.train(batch, num_tokens=num_tokens, loss_cfg=loss_cfg)
+        return policy.train(batch, num_tokens=num_tokens, loss_cfg=loss_cfg, step=step)
 
-    def distill(self, batch: BatchedDataDict, policy: Any, *, sample_mask: torch.Tensor, cfg: Any) -> dict[str, Any]:
+    def distill(self, batch: BatchedDataDict, policy: Any, *, sample_mask: torch.Tensor, cfg: Any,
+                step: int) -> dict[str, Any]:
         batch["sample_mask"] = sample_mask
-        return policy.distill(batch, cfg=cfg)
+        return policy.distill(batch, cfg=cfg, step=step)
 
     def finish(self, batch: BatchedDataDict) -> None:
         batch.clear()
@@ -233,15 +235,16 @@ class TQPlane(DataPlane):
         return self.store.get(meta, list(fields))
 
     def train(self, meta: KVBatchMeta, policy: Any, *, advantages: torch.Tensor,
-              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: Any) -> dict[str, Any]:
+              sample_mask: torch.Tensor, num_tokens: int, loss_cfg: Any, step: int) -> dict[str, Any]:
         meta = self.store.put(meta, columns={"advantages": advantages, "sample_mask": sample_mask})
         shards = [meta.slice(a, b) for a, b in contiguous_blocks(len(meta), policy.dp_size)]
-        return policy.train(shards, num_tokens=num_tokens, loss_cfg=loss_cfg)
+        return policy.train(shards, num_tokens=num_tokens, loss_cfg=loss_cfg, step=step)
 
-    def distill(self, meta: KVBatchMeta, policy: Any, *, sample_mask: torch.Tensor, cfg: Any) -> dict[str, Any]:
+    def distill(self, meta: KVBatchMeta, policy: Any, *, sample_mask: torch.Tensor, cfg: Any,
+                step: int) -> dict[str, Any]:
         meta = self.store.put(meta, columns={"sample_mask": sample_mask})
         shards = [meta.slice(a, b) for a, b in contiguous_blocks(len(meta), policy.dp_size)]
-        return policy.distill(shards, cfg=cfg)
+        return policy.distill(shards, cfg=cfg, step=step)
 
     def finish(self, meta: KVBatchMeta) -> None:
         self.store.clear(meta)

@@ -28,7 +28,7 @@ from rl.metrics.mfu import performance_metrics
 __all__ = ["DistillDriver"]
 
 TIMING_KEYS = ("total", "data", "logprobs", "training")
-TRAIN_METRICS = ("loss", "kl_loss", "ce_loss", "accuracy", "proj_accuracy", "grad_norm")
+TRAIN_METRICS = ("loss", "kl_loss", "ce_loss", "accuracy", "proj_accuracy", "grad_norm", "lr")
 
 
 class DistillDriver:
@@ -77,7 +77,8 @@ class DistillDriver:
                 handle = self.store.logprobs(handle, self.policy, reference=False)
                 lp = self.store.read(handle, ("prev_logprobs",))["prev_logprobs"]
             with timer.time("training"):
-                train = self.store.distill(handle, self.policy, sample_mask=sample_mask, cfg=alg.distill)
+                train = self.store.distill(handle, self.policy, sample_mask=sample_mask, cfg=alg.distill,
+                                           step=step)
             self.store.finish(handle)
         self._check(batch.columns, sample_mask, train)
         return self._metrics(batch, lp, sample_mask, train, timer.metrics())

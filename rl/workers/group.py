@@ -24,7 +24,7 @@ from rl.models.image_inputs import IMAGE_FIELDS
 __all__ = ["PolicyGroup", "replica_layout", "sum_rank_metrics"]
 
 LOGPROB_INPUTS = ("input_ids", "attention_mask")
-SAME_ON_EVERY_RANK = ("grad_norm",)
+SAME_ON_EVERY_RANK = ("grad_norm", "lr")
 
 
 MAX_OVER_RANKS = frozenset({"peak_memory_gib"})
@@ -33,8 +33,8 @@ MAX_OVER_RANKS = frozenset({"peak_memory_gib"})
 def sum_rank_metrics(raw: list[dict[str, float]]) -> dict[str, float]:
     """Add per-rank metric shares in rank order (each is a share of a global mean or a count).
 
-    Values every rank computes identically after the all-reduce (grad norm) are taken from
-    rank 0. The fixed order keeps the float sums reproducible on both data paths.
+    Values every rank computes identically (the grad norm after the all-reduce, the lr) are
+    taken from rank 0. The fixed order keeps the float sums reproducible on both data paths.
     """
     out: dict[str, float] = {}
     for key in raw[0]:
@@ -134,17 +134,17 @@ class PolicyGroup:
         return BatchedDataDict.from_batches(results)
 
     @dp_dispatch
-    def train(self, batch: BatchedDataDict, *, num_tokens: int, loss_cfg: LossConfig) -> dict[str, Any]:
-        """One optimizer step over the batch; returns summed metrics plus FLOPs fields."""
+    def train(self, batch: BatchedDataDict, *, num_tokens: int, loss_cfg: LossConfig, step: int) -> dict[str, Any]:
+        """One optimizer step (training step `step`) over the batch; summed metrics plus FLOPs fields."""
         shards = batch.shard_by_batch_size(self.dp_size)
-        raw = self._run_on_ranks("train", shards, num_tokens=num_tokens, loss_cfg=loss_cfg)
+        raw = self._run_on_ranks("train", shards, num_tokens=num_tokens, loss_cfg=loss_cfg, step=step)
         return {**sum_rank_metrics(raw), **self.step_flops(batch["attention_mask"].sum(dim=1).tolist())}
 
     @dp_dispatch
-    def distill(self, batch: BatchedDataDict, *, cfg: Any) -> dict[str, Any]:
-        """One distillation step over the batch; summed metrics plus FLOPs fields."""
+    def distill(self, batch: BatchedDataDict, *, cfg: Any, step: int) -> dict[str, Any]:
+        """One distillation step (training step `step`) over the batch; summed metrics plus FLOPs fields."""
         shards = batch.shard_by_batch_size(self.dp_size)
-        raw = self._run_on_ranks("distill", shards, cfg=cfg)
+        raw = self._run_on_ranks("distill", shards, cfg=cfg, step=step)
         return {**sum_rank_metrics(raw), **self.step_flops(batch["attention_mask"].sum(dim=1).tolist(),
                                                             batch["teacher_attention_mask"].sum(dim=1).tolist())}
 

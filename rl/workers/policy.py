@@ -113,12 +113,13 @@ class PolicyWorker(WorkerBase):
         return self._answer(data, {"ref_logprobs" if reference else "prev_logprobs": lp})
 
     def train(self, data: BatchedDataDict | KVBatchMeta, *, num_tokens: int,
-              loss_cfg: LossConfig) -> dict[str, float]:
-        """One optimizer step; metrics are this rank's share of the global means."""
+              loss_cfg: LossConfig, step: int) -> dict[str, float]:
+        """One optimizer step, training step `step` of the run (its lr); metrics are this rank's
+        share of the global means."""
         self._train_calls += 1
         self._plant_faults(self._train_calls)
         cols = self._read(data, TRAIN_FIELDS + self._image_fields(data))
-        out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=loss_cfg)
+        out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=loss_cfg, step=step)
         out["rows"] = int(cols["input_ids"].shape[0])
         if self.device == "cuda":
             out["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
@@ -134,8 +135,9 @@ class PolicyWorker(WorkerBase):
         self.teacher.to(self.device).eval().requires_grad_(False)
         self.projection = spec.projection
 
-    def distill(self, data: BatchedDataDict | KVBatchMeta, *, cfg: Any) -> dict[str, float]:
-        """One optimizer step of cross-tokenizer distillation; metrics are this rank's share.
+    def distill(self, data: BatchedDataDict | KVBatchMeta, *, cfg: Any, step: int) -> dict[str, float]:
+        """One optimizer step of cross-tokenizer distillation, training step `step` of the run (its
+        lr); metrics are this rank's share.
 
         `projection_mismatch` is 1 when the projection the loss used is not the configured one
         (only the planted fault `xtoken_projection_from_max_index` makes one from the batch).
@@ -150,7 +152,7 @@ class PolicyWorker(WorkerBase):
         projection = self.projection
         if faults.active("xtoken_projection_from_max_index"):  # the reference's seed bug
             projection = projection.cropped(int(cols["input_ids"].max()) + 1, int(cols["teacher_input_ids"].max()) + 1)
-        out = self.backend.distill_step(cols, teacher=self.teacher, projection=projection, cfg=cfg,
+        out = self.backend.distill_step(cols, teacher=self.teacher, projection=projection, cfg=cfg, step=step,
                                         fold_sample_mask=not faults.active("xtoken_sample_mask_ignored"))
         out["rows"] = int(cols["input_ids"].shape[0])
         out["projection_mismatch"] = float(projection.shape != self.projection.shape)

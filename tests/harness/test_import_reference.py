@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -18,9 +19,11 @@ import pytest
 from harness.cli import main
 from harness.importer import import_reference
 from harness.importer.checks import Untranslatable, flags_of, translate
+from harness.importer.mapping import Refused, torch_schedule
 from harness.importer.reference_yaml import ReferenceError_, load_reference_recipe
 from harness.importer.shell import read_script
 from harness.metrics import read_metrics
+from harness.recipe.load import load_recipe
 from harness.thresholds import evaluate, load_thresholds
 
 pytestmark = pytest.mark.timeout(60)
@@ -324,6 +327,59 @@ def test_cli_dry_run_then_write_then_validate(checkout: Path, tmp_path: Path, ca
     printed = capsys.readouterr().out
     assert "2 of 2 recipes valid" in printed
     assert printed.count("ok   ") == 2 + 3  # two recipes, three suites
+
+
+# ---------------------------------------------------------------- the lr schedule
+
+LINEAR = {"name": "torch.optim.lr_scheduler.LinearLR", "kwargs": {"start_factor": 0.1, "end_factor": 1.0,
+                                                                   "total_iters": 50}}
+CONSTANT = {"name": "torch.optim.lr_scheduler.ConstantLR", "kwargs": {"factor": 1.0, "total_iters": 10000000000}}
+DTENSOR_SCHEDULE = [LINEAR, CONSTANT, {"milestones": [50]}]  # grpo_math_1B's policy.scheduler
+
+
+@pytest.mark.parametrize("schedule", [DTENSOR_SCHEDULE, [LINEAR], [LINEAR, CONSTANT, {"milestones": [60]}]])
+def test_a_linear_warmup_maps_onto_ours(schedule: list) -> None:
+    ours = torch_schedule(schedule, {"policy.optimizer.kwargs.lr": 5.0e-6})
+    assert ours == {"policy.optimizer.warmup_steps": 50, "policy.optimizer.warmup_init_lr": 0.1 * 5.0e-6,
+                    "policy.optimizer.decay": "constant"}
+
+
+@pytest.mark.parametrize(("schedule", "says"), [
+    ([{**LINEAR, "kwargs": {**LINEAR["kwargs"], "end_factor": 0.5}}], "LinearLR end_factor 0.5"),
+    ([LINEAR, CONSTANT, {"milestones": [20]}], "from milestones [20]"),  # the warm-up cut short
+    ([LINEAR, {**CONSTANT, "kwargs": {"factor": 0.5}}, {"milestones": [50]}], "ConstantLR factor 0.5"),
+    ([{"name": "torch.optim.lr_scheduler.CosineAnnealingLR", "kwargs": {"T_max": 10}}], "CosineAnnealingLR"),
+    ([LINEAR, CONSTANT], "schedulers"),  # two schedulers and no milestones
+    ("LinearLR", "not a list of schedulers"),
+])
+def test_other_schedules_are_refused(schedule: object, says: str) -> None:
+    with pytest.raises(Refused, match=re.escape(says)):
+        torch_schedule(schedule, {"policy.optimizer.kwargs.lr": 5.0e-6})
+
+
+def test_both_reference_schedulers_reach_the_written_recipes(checkout: Path, tmp_path: Path) -> None:
+    """The DTensor path's scheduler list, and megatron's scheduler keys when megatron is enabled
+    (its own optimizer's lr and min_lr with them; the DTensor list, which megatron does not
+    read, is then unknown); the written recipes resolve with them."""
+    recipes = checkout / "examples/configs/recipes/llm"
+    for name in ("grpo-qwen3.5-tiny-1n2g.yaml", "grpo-qwen3.5-tiny-1n2g-long.yaml"):
+        with (recipes / name).open("a") as fh:
+            fh.write(f"  scheduler: {json.dumps(DTENSOR_SCHEDULE)}\n")
+    with (recipes / "grpo-qwen3.5-tiny-1n2g-long.yaml").open("a") as fh:
+        fh.write("  megatron_cfg:\n    enabled: true\n    optimizer: {lr: 1.0e-6, min_lr: 1.0e-7}\n"
+                 "    scheduler: {lr_decay_style: cosine, lr_decay_iters: 80, lr_warmup_iters: 10,"
+                 " lr_warmup_init: 1.0e-8}\n")
+    result = import_reference(checkout, today=TODAY)
+    assert result.report["counts"]["recipes_written"] == 2
+    assert result.report["unknown_keys"]["policy.scheduler"] == 1
+    for rel, text in result.files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    dtensor = load_recipe(tmp_path / "recipes/grpo_qwen3_5_tiny_1n2g.yaml").data["policy"]["optimizer"]
+    megatron = load_recipe(tmp_path / "recipes/grpo_qwen3_5_tiny_1n2g_long.yaml").data["policy"]["optimizer"]
+    schedule = ("lr", "warmup_steps", "warmup_init_lr", "decay", "decay_steps", "min_lr")
+    assert [dtensor[k] for k in schedule] == [5.0e-6, 50, 0.1 * 5.0e-6, "constant", None, 0.0]
+    assert [megatron[k] for k in schedule] == [1.0e-6, 10, 1.0e-8, "cosine", 80, 1.0e-7]
 
 
 def _metrics(path: Path, steps: int, **overrides: dict[int, float]) -> None:

@@ -49,7 +49,7 @@ def _train(backend_name: str, checkpointing: bool) -> dict:
     own = backend.logprobs(batch["input_ids"], batch["attention_mask"])  # on-policy: ratios start at 1
     batch.update(gen_logprobs=own, prev_logprobs=own, ref_logprobs=own)
     out = {"metrics": [backend.train_step(batch, num_tokens=int(batch["response_mask"].sum()),
-                                          loss_cfg=LossConfig()) for _ in range(2)]}
+                                          loss_cfg=LossConfig(), step=step) for step in (1, 2)]}
     out["lp"] = backend.logprobs(batch["input_ids"], batch["attention_mask"])
     out["weights"] = backend.state_dict()
     if backend_name == "megatron":  # full recompute, one layer at a time

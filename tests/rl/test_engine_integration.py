@@ -1,11 +1,12 @@
 """The real engine (`python -m rl.run`) on the tiny twin with real Ray, gloo and a real data plane.
 
-One short baseline run (3 steps, checkpoint every step) is shared: it is checked for its files,
-then compared bit for bit with an interrupted-and-resumed run (so a same-seed rerun is
-reproducible too; the TQ path against legacy is tests/integration/test_parity_run.py). Each engine
-run starts its own private local Ray. Timing/performance keys are the
-only ones excluded from comparisons. The warm-start cache (~/.cache/rl or $RL_CACHE_DIR) is
-shared with the shipped recipe, so only the very first run pays for warm start.
+One short baseline run (3 steps, checkpoint every step, the lr warming up over all three) is
+shared: it is checked for its files, then compared bit for bit with an interrupted-and-resumed
+run (so a same-seed rerun is reproducible too, and a resumed run continues the lr schedule; the
+TQ path against legacy is tests/integration/test_parity_run.py). Each engine run starts its own
+private local Ray. Timing/performance keys are the only ones excluded from comparisons. The
+warm-start cache (~/.cache/rl or $RL_CACHE_DIR) is shared with the shipped recipe, so only the
+very first run pays for warm start.
 """
 
 from __future__ import annotations
@@ -27,13 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "arith_grpo_cpu.yaml"
 NOISY_PREFIXES = ("timing/", "performance/")
 STEPS = 3
+WARMUP_INIT_LR = 3.0e-5
 
 
 def _recipe(tmp: Path, name: str, **overrides: object) -> Path:
     """The shipped recipe, shrunk to a few small steps, with dotted-key overrides."""
     data = yaml.safe_load(RECIPE.read_text())
     small = {"algorithm.num_steps": STEPS, "algorithm.prompts_per_step": 4,
-             "policy.micro_batch_size": 8, "checkpoint.every_steps": 1}
+             "policy.micro_batch_size": 8, "checkpoint.every_steps": 1,
+             # every step at its own lr: a resume that took another step's would differ
+             "policy.optimizer.warmup_steps": STEPS, "policy.optimizer.warmup_init_lr": WARMUP_INIT_LR}
     for dotted, value in {**small, **overrides}.items():
         node = data
         *parents, leaf = dotted.split(".")
@@ -102,7 +106,7 @@ def test_short_run_writes_every_file(baseline: Path) -> None:
     assert status["last_step"] == status["num_steps"] == STEPS and status["dead_worker"] is None
     rows = _metrics(baseline)
     assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
-    for key in ("train/reward", "train/loss", "train/grad_norm", "train/token_mult_prob_error",
+    for key in ("train/reward", "train/loss", "train/grad_norm", "train/lr", "train/token_mult_prob_error",
                 "train/gen_kl_error", "train/kl_penalty", "train/clip_fraction",
                 "train/num_valid_samples", "train/mean_response_length", "train/logprob_digest",
                 "timing/train/total", "timing/train/generation", "timing/train/logprobs",
@@ -110,6 +114,9 @@ def test_short_run_writes_every_file(baseline: Path) -> None:
                 "performance/mfu", "total_flops", "num_ranks", "theoretical_tflops"):
         assert all(key in r for r in rows), key
     assert rows[0]["num_ranks"] == 2 and rows[0]["train/num_valid_samples"] == 16
+    lr = yaml.safe_load(RECIPE.read_text())["policy"]["optimizer"]["lr"]
+    warmup = [WARMUP_INIT_LR + (lr - WARMUP_INIT_LR) * done / STEPS for done in range(STEPS)]
+    assert [r["train/lr"] for r in rows] == pytest.approx(warmup, rel=1e-12)
     # generation and training weights agree right after a refit: tiny mismatch only
     assert all(r["train/gen_kl_error"] < 1e-3 for r in rows)
     invariants = [json.loads(x) for x in (baseline / "invariants.jsonl").read_text().splitlines()]

@@ -51,7 +51,7 @@ class ImageRecordingBackend:
         return lp * attention_mask
 
     def train_step(self, batch: dict[str, torch.Tensor], *, num_tokens: int,
-                   loss_cfg: LossConfig) -> dict[str, float]:
+                   loss_cfg: LossConfig, step: int) -> dict[str, float]:
         self.trained.append({k: v.clone() for k, v in batch.items()})
         mask = batch["response_mask"].float() * batch["sample_mask"][:, None]
         return {"loss": float((batch["prev_logprobs"] * mask).sum() / num_tokens),
@@ -115,7 +115,7 @@ def _step(path_name: str) -> tuple[dict[str, torch.Tensor], dict[str, Any], list
     rows = len(uids)
     num_tokens = int(read["response_mask"].sum())
     train = path.train(handle, group, advantages=torch.linspace(-1, 1, rows), sample_mask=torch.ones(rows),
-                       num_tokens=num_tokens, loss_cfg=LossConfig())
+                       num_tokens=num_tokens, loss_cfg=LossConfig(), step=1)
     path.finish(handle)
     return read, train, backends
 

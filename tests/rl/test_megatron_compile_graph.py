@@ -50,7 +50,7 @@ def _counts(rank: int, port: int) -> dict:
     batch = dict(input_ids=ids, attention_mask=mask, response_mask=response, gen_logprobs=base,
                  prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(4, generator=g),
                  sample_mask=torch.ones(4))
-    backend.train_step(batch, num_tokens=int(response.sum()), loss_cfg=LossConfig())
+    backend.train_step(batch, num_tokens=int(response.sum()), loss_cfg=LossConfig(), step=1)
     return {"breaks": sum(counters["graph_break"].values()), "graphs": counters["stats"]["unique_graphs"]}
 
 

@@ -65,7 +65,7 @@ def _train(grouped: bool) -> dict:
         out = {"experts": len(experts), "lp0": backend.logprobs(batch["input_ids"], batch["attention_mask"])}
         out["calls_per_forward"] = len(calls)
         out["metrics"] = [backend.train_step(batch, num_tokens=int(batch["response_mask"].sum()),
-                                             loss_cfg=LossConfig()) for _ in range(2)]
+                                             loss_cfg=LossConfig(), step=step) for step in (1, 2)]
         out["lp1"] = backend.logprobs(batch["input_ids"], batch["attention_mask"])
         out["weights"] = backend.state_dict()
     finally:

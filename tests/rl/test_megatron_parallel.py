@@ -95,8 +95,8 @@ def _train(backend, batch: dict, rows: slice) -> dict:
     mine = {k: v[rows] for k, v in batch.items()}
     images = {k: mine[k] for k in ("pixel_values", "image_grid_thw") if k in mine}
     out = {"lp0": backend.logprobs(mine["input_ids"], mine["attention_mask"], **images), "metrics": []}
-    for _ in range(STEPS):
-        out["metrics"].append(backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig()))
+    for step in range(1, STEPS + 1):
+        out["metrics"].append(backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig(), step=step))
     out["lp1"] = backend.logprobs(mine["input_ids"], mine["attention_mask"], **images)
     out["ref"] = backend.logprobs(mine["input_ids"], mine["attention_mask"], reference=True, **images)
     out["weights"] = backend.state_dict()

@@ -116,7 +116,7 @@ def test_step_flops_are_the_same_on_both_data_paths(method: str) -> None:
     meta = MemoryStore().put([f"u{i}_g0" for i in range(4)], "step_1", {"input_ids": _mask(lengths)},
                              sequence_lengths=lengths, tags=[{"teacher_length": n} for n in teacher_lengths])
     per_rank = [meta.slice(0, 2), meta.slice(2, 4)]
-    kwargs = {"num_tokens": 17, "loss_cfg": {}} if method == "train" else {"cfg": None}
+    kwargs = {"num_tokens": 17, "loss_cfg": {}, "step": 1} if method == "train" else {"cfg": None, "step": 1}
     legacy = getattr(group, method)(batch, **kwargs)
     tq = getattr(group, method)(per_rank, **kwargs)
     total = flops.total_flops(STUDENT, lengths)

@@ -64,6 +64,7 @@ from rl.backends.train_step import (  # noqa: E402
     backward_micro_batch,
     micro_batch_loss,
     micro_batches,
+    schedule_lr,
 )
 from rl.config import OptimizerConfig, ParallelConfig  # noqa: E402
 from rl.data.errors import DataIntegrityError  # noqa: E402
@@ -191,6 +192,7 @@ class MegatronBackend:
         ddp_config = DistributedDataParallelConfig(
             grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=distributed_optimizer)
         self.ddp = DistributedDataParallel(config=self.config, ddp_config=ddp_config, module=self.model)
+        self.optimizer_cfg = optimizer_cfg
         self.optimizer = get_megatron_optimizer(MegatronOptimizerConfig(
             optimizer="adam", lr=optimizer_cfg.lr, weight_decay=optimizer_cfg.weight_decay,
             adam_beta1=optimizer_cfg.betas[0], adam_beta2=optimizer_cfg.betas[1],
@@ -394,8 +396,9 @@ class MegatronBackend:
     # --- training ------------------------------------------------------------------------------
 
     def train_step(self, batch: dict[str, torch.Tensor], *, num_tokens: int,
-                   loss_cfg: LossConfig) -> dict[str, float]:
-        """One optimizer step over this rank's rows; metrics are this DP replica's share (summable)."""
+                   loss_cfg: LossConfig, step: int) -> dict[str, float]:
+        """One optimizer step over this rank's rows at the lr of training step `step`; metrics are
+        this DP replica's share (summable), and `lr`."""
         missing = [f for f in TRAIN_FIELDS if f not in batch]
         if missing:
             raise DataIntegrityError(f"train batch lacks {missing}")
@@ -418,6 +421,9 @@ class MegatronBackend:
                                                   {f: mb[f] for f in images})
                     backward_micro_batch(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
         finalize_model_grads([self.ddp])
+        # megatron-core's own scheduler is not used: the lr is set on the param groups, which a
+        # chained optimizer gathers from every optimizer it holds and its inner AdamW reads.
+        totals["lr"] = schedule_lr(self.optimizer.param_groups, self.optimizer_cfg, step)
         _, grad_norm, _ = self.optimizer.step()
         clear_aux_losses_tracker()
         totals["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
