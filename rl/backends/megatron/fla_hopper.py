@@ -42,12 +42,24 @@ def needs_patch() -> bool:
 
 
 def patch() -> None:
-    """Point fla's gated delta rule at the torch `chunk_bwd_dqkwg`, compiled: eager it is a chain
-    of small elementwise kernels (2.59 ms against 0.59 ms compiled at 4 x 1024 tokens x 32 heads
-    of 128 on an H200, bench/gdn_check.py). Idempotent."""
+    """Point fla's gated delta rule at the torch `chunk_bwd_dqkwg` (idempotent). Called eagerly
+    it runs compiled: eager it is a chain of small elementwise kernels (2.59 ms against 0.59-0.68 ms
+    at 4 x 1024 tokens x 32 heads of 128 on an H200, bench/gdn_check.py). Traced inside a compiled
+    layer it is plain torch, so Dynamo takes it into the layer's own graph."""
     chunk = importlib.import_module("fla.ops.gated_delta_rule.chunk")
-    if getattr(chunk.chunk_bwd_dqkwg, "__wrapped__", None) is not chunk_bwd_dqkwg:
-        chunk.chunk_bwd_dqkwg = torch.compile(chunk_bwd_dqkwg, dynamic=None)
+    chunk.chunk_bwd_dqkwg = _compiled_when_eager
+
+
+_compiled = None
+
+
+def _compiled_when_eager(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
+    global _compiled
+    if torch.compiler.is_compiling():
+        return chunk_bwd_dqkwg(*args, **kwargs)
+    if _compiled is None:
+        _compiled = torch.compile(chunk_bwd_dqkwg, dynamic=None)
+    return _compiled(*args, **kwargs)
 
 
 def _chunks(x: torch.Tensor, chunk: int) -> torch.Tensor:
