@@ -1,7 +1,9 @@
-"""Sequence packing changes the layout, not the numbers: packed log-probs equal the unpacked ones.
+"""`policy.sequence_packing` changes the layout, not the numbers: packed log-probs equal the
+unpacked ones, and a torch-backend train step with packing gives the unpacked loss and gradients
+(the megatron backend refuses it, here and before launch: tests/rl/test_preflight.py).
 
-fp32 on the CPU, tolerance 1e-5 absolute on log-probs (measured 2026-12: at most 2.4e-7, float
-rounding of differently shaped matmuls).
+fp32 on the CPU, tolerance 1e-5 absolute on log-probs and gradients (measured 2026-12: at most
+2.4e-7 on log-probs and 1.5e-8 on gradients, float rounding of differently shaped matmuls).
 Rows have random lengths up to 80 tokens, so sequences cross the gated-delta-net's 64-token
 chunks both packed and unpacked, and several sequences share a packed row at non-zero offsets
 (asserted, so the equality is not trivial). The controls show each piece of isolation matters:
@@ -12,9 +14,14 @@ the rotary embedding itself.
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 
+from rl.algorithms.loss import LossConfig
+from rl.backends.torch import TorchBackend
+from rl.config import OptimizerConfig, SequencePackingConfig
 from rl.envs import make_env
 from rl.models import ImageLayout, build_model, encode_prompts, token_logprobs
 from rl.models.packed_forward import packed_token_logprobs
@@ -126,3 +133,64 @@ def test_packed_vision_logprobs_equal_unpacked() -> None:
         packed, groups = _packed(model, ids, mask, budget=3 * ids.shape[1] // 2, per_forward=2, **prompts.columns())
     assert _shares_rows(groups) and any(p.order != tuple(sorted(p.order)) for _, p in groups)  # images reordered
     assert (packed - plain).abs().max() <= TOL
+
+
+def _backend(model_cfg: dict, vocab: int, packing: SequencePackingConfig, checkpointing: bool) -> TorchBackend:
+    return TorchBackend(model_cfg=model_cfg, vocab_size=vocab, micro_batch_size=2, seed=0,
+                        weights=build_model(model_cfg, vocab_size=vocab, seed=0).state_dict(),
+                        optimizer_cfg=OptimizerConfig(lr=1e-3, grad_clip=1.0), sequence_packing=packing,
+                        activation_checkpointing=checkpointing)
+
+
+def _train_batch(ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(5)
+    response = mask.clone()
+    response[:, :4] = 0
+    base = -torch.rand(ids.shape, generator=g)
+    return dict(input_ids=ids, attention_mask=mask, response_mask=response, gen_logprobs=base,
+                prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(len(ids), generator=g),
+                sample_mask=torch.tensor([1.0, 1, 0, 1, 1, 1, 1]))
+
+
+@pytest.mark.parametrize("budget, checkpointing", [(None, False), (120, True)])
+def test_a_packed_train_step_gives_the_unpacked_loss_and_gradients(budget: int | None, checkpointing: bool) -> None:
+    """The hybrid MoE twin (gated-delta-net, attention, experts), KL on, one row masked; with a
+    budget, also under activation checkpointing (the layers' hooks run again in the recompute)."""
+    cfg = MODELS["qwen3_5_moe_hybrid"]
+    ids, mask = _rows(seed=4)
+    batch = _train_batch(ids, mask)
+    out = {}
+    for packed in (False, True):
+        packing = SequencePackingConfig(enabled=packed, max_tokens_per_row=budget if packed else None)
+        backend = _backend(cfg, VOCAB, packing, checkpointing)
+        own = backend.logprobs(ids, mask)
+        metrics = backend.train_step({**batch, "prev_logprobs": own}, num_tokens=int(batch["response_mask"].sum()),
+                                     loss_cfg=LossConfig(kl_beta=0.1))
+        grads = torch.cat([p.grad.reshape(-1) for p in backend.params])  # this step's, before its update
+        out[packed] = own, metrics, grads
+    (lp, m, g), (lp_p, m_p, g_p) = out[False], out[True]
+    assert (lp - lp_p).abs().max() <= TOL
+    assert m.keys() == m_p.keys()
+    for key in m:
+        assert m_p[key] == pytest.approx(m[key], rel=1e-5, abs=1e-7), key
+    assert m["loss"] != 0 and g.abs().max() > 1e-3
+    assert (g - g_p).abs().max() <= TOL
+
+
+def test_a_backend_with_a_short_budget_refuses_the_row_naming_the_key() -> None:
+    backend = _backend(MODELS["llama"], VOCAB, SequencePackingConfig(enabled=True, max_tokens_per_row=10), False)
+    ids, mask = _rows(seed=1)
+    with pytest.raises(ValueError, match=r"policy\.sequence_packing\.max_tokens_per_row: row \d+ has \d+ tokens"):
+        backend.logprobs(ids, mask)
+
+
+def test_the_megatron_backend_refuses_packing_before_building_anything() -> None:
+    if importlib.util.find_spec("megatron") is None:
+        pytest.skip("megatron-core not installed")
+    from rl.backends import get_backend
+    from rl.backends.megatron import PACKING_REFUSAL
+
+    with pytest.raises(ValueError) as info:
+        get_backend("megatron")(model_cfg={}, vocab_size=VOCAB, optimizer_cfg=OptimizerConfig(), micro_batch_size=1,
+                                weights=None, seed=0, sequence_packing=SequencePackingConfig(enabled=True))
+    assert str(info.value) == PACKING_REFUSAL
