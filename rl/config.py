@@ -37,6 +37,7 @@ __all__ = [
     "ParallelConfig",
     "PolicyConfig",
     "RunConfig",
+    "SequencePackingConfig",
     "TaskConfig",
     "TeacherConfig",
     "WarmStartConfig",
@@ -111,6 +112,15 @@ class OptimizerConfig:
 
 
 @dataclass(kw_only=True)
+class SequencePackingConfig:
+    """The torch backend's training and log-prob passes lay whole rows end to end in packed rows
+    of `max_tokens_per_row` tokens instead of padding each row (rl/models/packing.py)."""
+
+    enabled: bool = False
+    max_tokens_per_row: int | None = None  # None: as long as an unpacked row (prompt + max_new_tokens)
+
+
+@dataclass(kw_only=True)
 class PolicyConfig:
     backend: str = "torch"
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
@@ -120,6 +130,7 @@ class PolicyConfig:
     distributed_optimizer: bool = False
     compile: bool = False  # megatron on a GPU: each layer and the log-prob under torch.compile
     activation_checkpointing: bool = False  # recompute each layer's activations in its backward
+    sequence_packing: SequencePackingConfig = field(default_factory=SequencePackingConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     env: dict[str, str] = field(default_factory=dict)  # the training workers' only (RunConfig.worker_env)
 
@@ -403,11 +414,23 @@ def _validate(cfg: RunConfig) -> None:
         raise ValueError("checkpoint.every_steps: must be >= 0 (0 = only at the end)")
     if cfg.generation.temperature <= 0:
         raise ValueError("generation.temperature: must be > 0 (GRPO samples)")
+    _validate_packing(cfg.policy.sequence_packing)
     _validate_data(cfg)
     for scope in secret_env.SCOPES:
         for key, value in _lookup(cfg, scope).items():
             if not isinstance(value, str):
                 raise ValueError(f"{scope}.{key}: environment values must be strings, got {value!r}")
+
+
+def _validate_packing(packing: SequencePackingConfig) -> None:
+    budget = packing.max_tokens_per_row
+    if budget is None:
+        return
+    if budget < 1:
+        raise ValueError(f"policy.sequence_packing.max_tokens_per_row: must be >= 1 or null, got {budget}")
+    if not packing.enabled:
+        raise ValueError("policy.sequence_packing.max_tokens_per_row: read only with policy.sequence_packing."
+                         "enabled: true; enable packing or drop the budget")
 
 
 DATASET_TASKS = ("math",)  # tasks whose problems come from `data:` rather than a generator

@@ -129,7 +129,7 @@ def _model_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
 
 def _teacher_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
     """Distillation: the teacher's config builds (never its weights; a path is read on the
-    machine only) and the training backend has a distillation step (torch only)."""
+    machine only) and the training backend has a distillation step (torch only, unpacked)."""
     if cfg.algorithm.name != "distill" or cfg.teacher is None:
         return []
     from rl.models import llama as _llama  # noqa: F401  (registers its config maker)
@@ -139,6 +139,9 @@ def _teacher_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
     out = []
     if cfg.policy.backend != "torch":
         out.append(f"policy.backend: {cfg.policy.backend} has no distillation step yet; use policy.backend: torch")
+    if cfg.policy.sequence_packing.enabled:
+        out.append("policy.sequence_packing.enabled: the distillation step (rl/distill/step.py) does not pack "
+                   "rows yet; set it false")
     t = cfg.teacher
     if t.path is not None or ("/" in t.tokenizer and not machine):
         return out
@@ -150,13 +153,17 @@ def _teacher_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
 
 
 def _policy_refusals(cfg: RunConfig) -> list[str]:
-    """The training backend's own check of the policy keys (the torch backend: data parallel, fp32)."""
+    """The training backend's own check of the policy keys (the torch backend: data parallel, fp32;
+    megatron: no sequence packing, no torch.compile on a CPU)."""
     if cfg.policy.backend != "torch":
+        from rl.backends.megatron import PACKING_REFUSAL
+
+        out = [PACKING_REFUSAL] if cfg.policy.sequence_packing.enabled else []
         if cfg.policy.compile and cfg.cluster.device == "cpu":
             from rl.backends.megatron.compile import CPU_REFUSAL
 
-            return [CPU_REFUSAL]
-        return []  # megatron's layout rules are checked by the harness plan; its config at setup
+            out.append(CPU_REFUSAL)
+        return out  # megatron's layout rules are checked by the harness plan; its config at setup
     from rl.backends.torch import _check_data_parallel_only  # the backend's one statement of its limits
 
     try:

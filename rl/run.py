@@ -260,7 +260,8 @@ class Engine:
                           "parallel": cfg.policy.parallel, "precision": cfg.policy.precision,
                           "distributed_optimizer": cfg.policy.distributed_optimizer,
                           "compile": cfg.policy.compile,
-                          "activation_checkpointing": cfg.policy.activation_checkpointing}
+                          "activation_checkpointing": cfg.policy.activation_checkpointing,
+                          "sequence_packing": cfg.policy.sequence_packing}
         teacher_ref = ray.put(teacher["spec"]) if teacher else None
         refs = [h.actor.setup.remote(master=master, backend=cfg.policy.backend, backend_kwargs=backend_kwargs,
                                      weights=weights_ref, teacher=teacher_ref) for h in ranks]

@@ -15,6 +15,9 @@ high. The terms:
   live until its backward), plus LOGIT_COPIES fp32 copies of the logits s x b x V x 4 / (TP x CP).
   With `policy.activation_checkpointing` a layer keeps only its input (s x b x h in the
   parameters' precision) and one layer's activations exist at a time, in its recompute.
+  s is `policy.max_seq_len` (null: `generation.max_new_tokens` + PROMPT_ALLOWANCE), or with
+  `policy.sequence_packing` its `max_tokens_per_row` when set: a forward is then b packed rows
+  of that many tokens.
 
 Calibration (one H200, 2026-12-01, `bash bench/gpu_session6_g.sh` and its follow-up, files in
 bench/results/h200_2026-12-01_s6/): Qwen3.5-35B-A3B at full width (hidden 2048, 256 experts, vocab
@@ -87,6 +90,9 @@ def estimate_memory(recipe: Mapping, size: ModelSize, policy: Mapping) -> Memory
     else:
         optimizer = 12 * local / GIB
     seq = int(recipe["policy"].get("max_seq_len") or recipe["generation"]["max_new_tokens"] + PROMPT_ALLOWANCE)
+    packing = recipe["policy"].get("sequence_packing") or {}
+    if packing.get("enabled") and packing.get("max_tokens_per_row"):
+        seq = int(packing["max_tokens_per_row"])
     micro = int(recipe["policy"]["micro_batch_size"])
     tokens_hidden = seq * micro * size.hidden_size / (tp * cp)
     if recipe["policy"].get("activation_checkpointing"):

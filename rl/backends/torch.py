@@ -3,7 +3,9 @@
 Determinism is a design goal (the legacy and TQ data paths must give bitwise equal metrics):
 * every forward runs on micro-batches of one fixed shape [micro_batch_size, T], short batches
   padded with copies of a real row, so a row's log-probs never depend on which other rows
-  share its micro-batch or its rank;
+  share its micro-batch or its rank; with `policy.sequence_packing` a forward is
+  [micro_batch_size, max_tokens_per_row] packed rows, planned from the rows' lengths alone, so the
+  same rows still give the same bits (and equal the unpacked log-probs up to float rounding);
 * gradients are accumulated over micro-batches in row order and summed across ranks with one
   all-reduce of a flat buffer (2-rank float sums are order independent);
 * the loss of each rank is its share of the GLOBAL token mean (the driver passes the global
@@ -20,10 +22,12 @@ import torch.distributed as dist
 
 from rl.algorithms.loss import LossConfig
 from rl.backends import register
-from rl.backends.train_step import TRAIN_FIELDS, backward_micro_batch, micro_batches, schedule_lr
-from rl.config import OptimizerConfig, ParallelConfig
+from rl.backends.train_step import TRAIN_FIELDS, backward_micro_batch, micro_batches, packed_micro_batches, schedule_lr
+from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
 from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
+from rl.models.packed_forward import packed_token_logprobs
+from rl.models.packing import Packing
 
 __all__ = ["TorchBackend"]
 
@@ -43,11 +47,29 @@ def _check_data_parallel_only(parallel: ParallelConfig | None, precision: str, d
         raise ValueError("policy.compile: the torch backend runs eager; use policy.backend: megatron")
 
 
-def _on(device: torch.device, batches: list[tuple[dict[str, torch.Tensor], int]]
-        ) -> list[tuple[dict[str, torch.Tensor], int]]:
-    """Micro-batches cut on the host (index arithmetic on a device tensor waits for the GPU), each
-    sent to `device` once."""
-    return [({k: v.to(device, non_blocking=True) for k, v in mb.items()}, real) for mb, real in batches]
+# A forward: its columns on the device, the batch rows it holds (the first len(rows) of it;
+# the rest are padding copies), and its packing (None: padded rows).
+Forward = tuple[dict[str, torch.Tensor], torch.Tensor, Packing | None]
+
+
+def _cut(columns: dict[str, torch.Tensor], *, size: int, packing: SequencePackingConfig,
+              device: torch.device) -> list[Forward]:
+    """A pass's micro-batches, cut on the host (index arithmetic on a device tensor waits for the
+    GPU), each sent to `device` once."""
+    if packing.enabled:
+        cut = packed_micro_batches(columns, size, packing.max_tokens_per_row)
+    else:
+        cut = [(mb, torch.arange(start, start + real), None)
+               for start, (mb, real) in zip(range(0, len(columns["input_ids"]), size), micro_batches(columns, size))]
+    return [({k: v.to(device, non_blocking=True) for k, v in mb.items()}, rows, plan) for mb, rows, plan in cut]
+
+
+def _token_logprobs(model: torch.nn.Module, mb: dict[str, torch.Tensor], packing: Packing | None,
+                    images: tuple[str, ...]) -> torch.Tensor:
+    extra = {f: mb[f] for f in images}
+    if packing is None:
+        return token_logprobs(model, mb["input_ids"], mb["attention_mask"], **extra)
+    return packed_token_logprobs(model, mb["input_ids"], mb["attention_mask"], packing, **extra)
 
 
 @register("torch")
@@ -64,6 +86,8 @@ class TorchBackend:
         parallel, precision, distributed_optimizer: the recipe's `policy` fields (`parallel` an
             `rl.config.ParallelConfig`, None: the default); this backend
             runs data parallel in fp32 only and refuses anything else.
+        sequence_packing: `policy.sequence_packing` (None: off): the log-prob and training
+            passes forward packed rows (rl/models/packed_forward.py).
         device: "cpu" or "cuda" (the worker's one visible GPU). On CUDA the kernels are set
             deterministic, so the legacy and TQ data paths still give the same bits.
     """
@@ -72,7 +96,8 @@ class TorchBackend:
                  micro_batch_size: int, weights: dict[str, torch.Tensor], seed: int,
                  parallel: ParallelConfig | None = None, precision: str = "fp32",
                  distributed_optimizer: bool = False, device: str = "cpu", compile: bool = False,
-                 activation_checkpointing: bool = False) -> None:
+                 activation_checkpointing: bool = False,
+                 sequence_packing: SequencePackingConfig | None = None) -> None:
         _check_data_parallel_only(parallel, precision, distributed_optimizer, compile)
         self.device = torch.device(device)
         if self.device.type == "cuda":
@@ -85,6 +110,7 @@ class TorchBackend:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.micro_batch_size = micro_batch_size
         self.optimizer_cfg = optimizer_cfg
+        self.packing = sequence_packing if sequence_packing is not None else SequencePackingConfig()
         self.grad_clip = optimizer_cfg.grad_clip
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=optimizer_cfg.lr, betas=tuple(optimizer_cfg.betas),
@@ -114,17 +140,19 @@ class TorchBackend:
         """[B, T] token log-probs under the policy (or the frozen reference); `images` are a
         vision-language model's row-aligned image columns (`IMAGE_FIELDS`)."""
         model = self.reference if reference else self.model
+        out = torch.zeros(input_ids.shape, dtype=torch.float32)
         if input_ids.shape[0] == 0:
-            return torch.zeros(input_ids.shape, dtype=torch.float32)
-        outs = []
+            return out
         unknown = set(images) - set(IMAGE_FIELDS)
         if unknown:
             raise DataIntegrityError(f"unknown image columns {sorted(unknown)}")
         columns = {"input_ids": input_ids, "attention_mask": attention_mask, **images}
-        for mb, real in _on(self.device, micro_batches(columns, self.micro_batch_size)):
-            extra = {f: mb[f] for f in images}
-            outs.append(token_logprobs(model, mb["input_ids"], mb["attention_mask"], **extra)[:real])
-        return torch.cat(outs).cpu()
+        for mb, rows, packing in self._forwards(columns):
+            out[rows] = _token_logprobs(model, mb, packing, tuple(images))[:len(rows)].cpu()
+        return out
+
+    def _forwards(self, columns: dict[str, torch.Tensor]) -> list[Forward]:
+        return _cut(columns, size=self.micro_batch_size, packing=self.packing, device=self.device)
 
     # --- training ------------------------------------------------------------------------
 
@@ -141,10 +169,9 @@ class TorchBackend:
         if rows:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
             columns = {k: batch[k] for k in TRAIN_FIELDS + images}
-            for mb, real in _on(self.device, micro_batches(columns, self.micro_batch_size)):
-                curr = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
-                                      **{f: mb[f] for f in images})
-                backward_micro_batch(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
+            for mb, held, packing in self._forwards(columns):
+                curr = _token_logprobs(self.model, mb, packing, images)
+                backward_micro_batch(mb, len(held), curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
         totals["grad_norm"], totals["lr"] = self._reduce_and_step(step)
         return totals
 

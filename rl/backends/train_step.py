@@ -1,5 +1,6 @@
-"""The train-step pieces every training backend shares: fixed-shape micro-batches, the loss of
-one micro-batch, summing its metrics, and the step's learning rate.
+"""The train-step pieces every training backend shares: fixed-shape micro-batches (padded, or
+packed: `policy.sequence_packing`), the loss of one micro-batch, summing its metrics, and the
+step's learning rate.
 
 They live here, not in one backend, so the torch and megatron backends (and distillation's
 step, rl/distill/step.py) cannot drift apart: the same rows make the same micro-batches, and
@@ -13,9 +14,10 @@ import torch
 from rl.algorithms.loss import LossConfig, clipped_pg_loss
 from rl.config import OptimizerConfig
 from rl.lr_schedule import lr_at
+from rl.models.packing import Packing, packed_groups, row_lengths
 
 __all__ = ["TRAIN_FIELDS", "add_metrics", "backward_micro_batch", "micro_batch_loss", "micro_batches",
-           "schedule_lr"]
+           "packed_micro_batches", "schedule_lr"]
 
 # Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
 TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", "prev_logprobs",
@@ -34,6 +36,23 @@ def micro_batches(columns: dict[str, torch.Tensor], size: int) -> list[tuple[dic
         index = torch.arange(start, start + size)
         index[real:] = start
         out.append(({k: v[index] for k, v in columns.items()}, real))
+    return out
+
+
+def packed_micro_batches(columns: dict[str, torch.Tensor], size: int, budget: int | None
+                         ) -> list[tuple[dict[str, torch.Tensor], torch.Tensor, Packing]]:
+    """Cut row-aligned columns into packed micro-batches: the rows first-fit-decreasing into packed
+    rows of `budget` tokens (None: a row's width), `size` packed rows to a forward
+    (rl/models/packing.py). Returns (columns of the forward's rows, their row indices, packing);
+    every row is real, and each row is in exactly one forward.
+    """
+    mask = columns["attention_mask"]
+    width = mask.shape[1]
+    groups = packed_groups(row_lengths(mask), width=width, budget=budget or width, rows_per_forward=size)
+    out = []
+    for rows, packing in groups:
+        index = torch.tensor(rows, dtype=torch.long)
+        out.append(({k: v[index] for k, v in columns.items()}, index, packing))
     return out
 
 

@@ -87,6 +87,14 @@ def test_each_bad_plan_is_rejected_naming_its_keys(changes, named):
     assert "\n" not in str(info.value)
 
 
+def test_a_packed_row_budget_sizes_the_activation_estimate():
+    plain = make_plan(recipe()).memory
+    unset = make_plan(recipe(policy__sequence_packing={"enabled": True})).memory  # null: an unpacked row's
+    packed = make_plan(recipe(policy__sequence_packing={"enabled": True, "max_tokens_per_row": 4096})).memory
+    assert (plain.seq_len, unset.seq_len, packed.seq_len) == (8192, 8192, 4096)
+    assert packed.activations < unset.activations == plain.activations
+
+
 def test_dense_model_with_expert_parallel_is_rejected():
     r = recipe(model={"family": "qwen3_5", "config": {k: v for k, v in QWEN35_35B.items() if "expert" not in k}})
     with pytest.raises(PlanError, match="has no experts"):

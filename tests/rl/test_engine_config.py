@@ -37,6 +37,8 @@ def test_unknown_keys_name_the_path(data, field):
     ({"algorithm": {"loss": {"truncation": "clip"}}}, "truncation"),
     ({"cluster": {"devices_per_node": "two"}}, "cluster.devices_per_node"),
     ({"defaults": ["base"]}, "defaults"),
+    ({"policy": {"sequence_packing": {"enabled": True, "max_tokens_per_row": 0}}}, "max_tokens_per_row: must be >= 1"),
+    ({"policy": {"sequence_packing": {"max_tokens_per_row": 64}}}, "max_tokens_per_row: read only with"),
 ])
 def test_bad_values_name_the_field(data, field):
     with pytest.raises(ValueError, match=field):

@@ -180,6 +180,18 @@ def test_the_torch_training_backend_limits_are_refused_before_launch(key, value,
     assert line.startswith(expect)
 
 
+def test_sequence_packing_is_refused_where_the_engine_cannot_pack():
+    packing = {"enabled": True}
+    assert static_refusals(recipe(policy__sequence_packing=packing)) == []
+    (line,) = static_refusals(recipe(policy__sequence_packing=packing, policy__backend="megatron"))
+    assert line.startswith("policy.sequence_packing.enabled: the megatron backend pads every row")
+    distill = yaml.safe_load((ROOT / "recipes" / "xtoken_distill_cpu.yaml").read_text())
+    assert static_refusals(distill) == []
+    distill["policy"]["sequence_packing"] = packing
+    (line,) = static_refusals(distill)
+    assert line.startswith("policy.sequence_packing.enabled: the distillation step")
+
+
 def test_an_unknown_recipe_key_is_one_refusal():
     assert static_refusals(recipe(policy__bogus=1))[0].startswith("unknown recipe key 'policy.bogus'")
 

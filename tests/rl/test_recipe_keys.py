@@ -68,6 +68,8 @@ READERS: dict[str, tuple[str, str]] = {
     "policy.distributed_optimizer": ("rl/run.py", "cfg.policy.distributed_optimizer"),
     "policy.compile": ("rl/run.py", '"compile": cfg.policy.compile'),
     "policy.activation_checkpointing": ("rl/run.py", "cfg.policy.activation_checkpointing"),
+    "policy.sequence_packing.enabled": ("rl/backends/torch.py", "packing.enabled"),
+    "policy.sequence_packing.max_tokens_per_row": ("rl/backends/torch.py", "packing.max_tokens_per_row"),
     "policy.optimizer.lr": ("rl/backends/torch.py", 'optimizer_cfg.lr'),
     "policy.optimizer.weight_decay": ("rl/backends/torch.py", 'optimizer_cfg.weight_decay'),
     "policy.optimizer.betas": ("rl/backends/torch.py", 'optimizer_cfg.betas'),
@@ -153,9 +155,12 @@ REFUSED: dict[str, tuple[object, str]] = {
     "algorithm.name": ("ppo", "algorithm.name: 'ppo' is not one of"),
     "policy.precision": ("bf16", "policy.precision: the torch backend trains in fp32 only"),
     "policy.distributed_optimizer": (True, "policy.distributed_optimizer: the torch backend"),
+    "policy.sequence_packing.max_tokens_per_row": (64, "policy.sequence_packing.max_tokens_per_row: read only with"),
 }
 # generation.backend: vllm is refused on a machine without it, or without an engine module
 # driving it: tests/rl/test_preflight.py (machine checks).
+# policy.sequence_packing.enabled: true is refused for megatron and distillation:
+# tests/rl/test_preflight.py.
 
 
 def schema_leaves(node: dict, path: str = "") -> set[str]:
@@ -223,7 +228,7 @@ def test_a_value_the_engine_cannot_honour_is_refused_before_launch(leaf):
     *parents, key = leaf.split(".")
     node = data
     for part in parents:
-        node = node[part]
+        node = node.setdefault(part, {})
     node[key] = value
     refusals = static_refusals(data)
     assert refusals and refusals[0].startswith(expect), refusals

@@ -11,6 +11,11 @@ its first `import megatron.core...` (megatron-core 0.19 imports triton unguarded
 and a module that needs none (`convert`, `load`, `compile`) can be imported without it.
 """
 
+# Refused at construction and, before launch, by rl/preflight.py.
+PACKING_REFUSAL = ("policy.sequence_packing.enabled: the megatron backend pads every row (packed rows would need "
+                   "its THD layout and variable-length attention and gated-delta-net kernels); use policy.backend: "
+                   "torch, or set it false")
+
 
 def __getattr__(name: str):
     """`hf_config_of` stays importable from the package (the training anchor script imports it

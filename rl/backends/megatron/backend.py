@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 
 from rl.backends import register
-from rl.backends.megatron import shims
+from rl.backends.megatron import PACKING_REFUSAL, shims
 
 shims.apply()
 
@@ -66,7 +66,7 @@ from rl.backends.train_step import (  # noqa: E402
     micro_batches,
     schedule_lr,
 )
-from rl.config import OptimizerConfig, ParallelConfig  # noqa: E402
+from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig  # noqa: E402
 from rl.data.errors import DataIntegrityError  # noqa: E402
 from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
 from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
@@ -146,12 +146,15 @@ class MegatronBackend:
             (`rl.backends.megatron.compile`).
         activation_checkpointing: `policy.activation_checkpointing`: megatron's full recompute,
             one layer at a time (only each layer's input is kept for the backward).
+        sequence_packing: `policy.sequence_packing`: refused when enabled (`PACKING_REFUSAL`).
     """
 
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig, micro_batch_size: int,
                  weights: dict[str, torch.Tensor] | None, seed: int, parallel: ParallelConfig | None = None,
                  precision: str = "fp32", distributed_optimizer: bool = False, compile: bool = False,
-                 activation_checkpointing: bool = False) -> None:
+                 activation_checkpointing: bool = False, sequence_packing: SequencePackingConfig | None = None) -> None:
+        if sequence_packing is not None and sequence_packing.enabled:
+            raise ValueError(PACKING_REFUSAL)
         if compile and shims.on_cpu():
             raise ValueError(mcomp.CPU_REFUSAL)
         if precision not in PRECISIONS:
