@@ -24,6 +24,7 @@ from harness.importer.reference_yaml import ReferenceError_, load_reference_reci
 from harness.importer.report import markdown
 from harness.importer.shell import read_script
 from harness.metrics import read_metrics
+from harness.plan import make_plan
 from harness.recipe.load import load_recipe
 from harness.thresholds import evaluate, load_thresholds
 
@@ -387,6 +388,41 @@ def test_both_reference_schedulers_reach_the_written_recipes(checkout: Path, tmp
     schedule = ("lr", "warmup_steps", "warmup_init_lr", "decay", "decay_steps", "min_lr")
     assert [dtensor[k] for k in schedule] == [5.0e-6, 50, 0.1 * 5.0e-6, "constant", None, 0.0]
     assert [megatron[k] for k in schedule] == [1.0e-6, 10, 1.0e-8, "cosine", 80, 1.0e-7]
+
+
+# ---------------------------------------------------------------- a Hub checkpoint
+
+
+def test_a_hub_checkpoint_plans_from_the_hugging_face_cache(checkout: Path, tmp_path: Path, capsys) -> None:
+    """A reference recipe naming a Hub id is planned from that checkpoint's config.json in the
+    local Hugging Face cache (a vision-language one nests the language model's shape under
+    text_config); without it the report says where the file goes."""
+    base = checkout / "examples/configs/grpo_base.yaml"
+    base.write_text(base.read_text().replace('"./models/Qwen3.5-tiny"', "Qwen/Qwen3.5-tiny"))
+    repo = tmp_path / "hf" / "models--Qwen--Qwen3.5-tiny"  # the fixture's HF_HUB_CACHE
+    report = import_reference(checkout, today=TODAY).report
+    assert report["counts"]["recipes_written"] == 0
+    assert {"script": MAIN, "category": "plan", "reason": (
+        "grpo_qwen3_5_tiny_1n2g: model.config.hidden_size is needed to plan a sharded or GPU run: add it to the "
+        f"recipe, or put Qwen/Qwen3.5-tiny's config.json in the Hugging Face cache, under {repo} (refs/main and the "
+        "snapshot it names)")} in report["recipes_not_written"]
+
+    text = json.loads((FIXTURE / "models/Qwen3.5-tiny/config.json").read_text())
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123abc")
+    (repo / "snapshots" / "0123abc").mkdir(parents=True)
+    config = repo / "snapshots" / "0123abc" / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3_5", "text_config": text}))
+    out = tmp_path / "out"
+    assert main(["import", "reference", str(checkout), "--out", str(out), "--write"]) == 0
+    assert f"planned from the Hugging Face cache `{tmp_path / 'hf'}`" in capsys.readouterr().out
+    assert json.loads((out / "import-report.json").read_text())["counts"]["recipes_written"] == 2
+    recipe = load_recipe(out / "recipes/grpo_qwen3_5_tiny_1n2g.yaml").data
+    assert recipe["model"]["path"] == "Qwen/Qwen3.5-tiny" and recipe["model"]["config"] == {}  # the shape: the cache's
+    plan = make_plan(recipe)
+    assert plan.model["config_file"] == str(config) and plan.model["hidden_size"] == text["hidden_size"]
+    assert main(["validate", str(out / "recipes")]) == 0
+    assert "2 of 2 recipes valid" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- backend, MoE and generation keys
