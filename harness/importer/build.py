@@ -65,6 +65,7 @@ class ScriptResult:
     checks: list[CheckResult] = field(default_factory=list)
     guards_dropped: int = 0
     unknown: list[str] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     refused: list[dict] = field(default_factory=list)
     mapped: dict[str, str] = field(default_factory=dict)
@@ -203,7 +204,7 @@ def _map_recipe(result: ScriptResult, root: Path, script: Path, sub: Path, hardw
         if entry is not None and entry.when:
             conditional.append((key, value, entry))
         elif entry is not None:
-            _convert(result, ours, key, value, entry)
+            _convert(result, ours, key, value, entry, flat)
         elif key == mapping.TORCH_SCHEDULER and flat.get(mapping.MEGATRON) is not True:  # megatron's: its own keys
             _convert_schedule(result, ours, key, value, flat)
         elif key == "policy.tokenizer.name":  # model.tokenizer: null reads the checkpoint's own
@@ -214,10 +215,12 @@ def _map_recipe(result: ScriptResult, root: Path, script: Path, sub: Path, hardw
                                        "model's; model.tokenizer takes a shipped name or a local path"})
         elif mapping.superseded_reason(key):
             result.superseded.append(key)
+        elif mapping.unsupported_reason(key):
+            result.unsupported.append(key)
         else:
             result.unknown.append(key)
     for key, value, entry in conditional:  # a backend's own settings win over the generic ones
-        _convert(result, ours, key, value, entry)
+        _convert(result, ours, key, value, entry, flat)
 
     if result.refused:
         result.problem = ("value_refused", "; ".join(f"{x['key']}: {x['reason']}" for x in result.refused))
@@ -270,9 +273,13 @@ def _map_recipe(result: ScriptResult, root: Path, script: Path, sub: Path, hardw
     result.recipe = ours
 
 
-def _convert(result: ScriptResult, ours: dict, key: str, value: Any, entry: mapping.Key) -> None:
+def _convert(result: ScriptResult, ours: dict, key: str, value: Any, entry: mapping.Key,
+             flat: dict[str, Any]) -> None:
     try:
-        ours[entry.ours] = entry.convert(value)
+        converted = entry.convert(value)
+        if entry.check is not None:
+            entry.check(converted, flat)
+        ours[entry.ours] = converted
         result.mapped[key] = entry.ours
     except mapping.Refused as error:
         _refuse(result, key, value, error)
@@ -541,6 +548,8 @@ def _final_check(stage: Path, recipes: list[str], suites: list[str]) -> None:
 
 
 def _report(root: Path, results: list[ScriptResult], suites: list[dict], today: dt.date) -> dict[str, Any]:
+    from harness.plan.checkpoint_config import hub_cache  # noqa: PLC0415 - the cache the plans above read
+
     checks = [(r, c) for r in results for c in r.checks]
     untranslatable = [{"script": r.script, "line": c.line, "check": c.text, "category": c.category,
                        "reason": c.reason} for r, c in checks if c.expr is None]
@@ -549,6 +558,7 @@ def _report(root: Path, results: list[ScriptResult], suites: list[dict], today: 
     not_written = [{"script": r.script, "category": r.problem[0], "reason": r.problem[1]}
                    for r in results if r.problem]
     unknown = Counter(k for r in results if r.reference_recipe for k in r.unknown)
+    unsupported = Counter(k for r in results for k in r.unsupported)
     refused = [{"script": r.script, **x} for r in results for x in r.refused]
     counts = {
         "scripts_read": len(results),
@@ -562,16 +572,20 @@ def _report(root: Path, results: list[ScriptResult], suites: list[dict], today: 
         "checks_flagged": dict(Counter(x["kind"] for x in flags)),
         "guards_dropped": sum(r.guards_dropped for r in results),
         "scripts_with_guard": sum(1 for r in results if r.guards_dropped),
+        "unsupported_reference_keys": len(unsupported),
         "unknown_reference_keys": len(unknown),
         "values_refused": len(refused),
         "suites_written": sum(1 for s in suites if s.get("written")),
     }
     return {
-        "reference": {"path": str(root.resolve()), "commit": _commit(root), "imported": today.isoformat()},
+        "reference": {"path": str(root.resolve()), "commit": _commit(root), "imported": today.isoformat(),
+                      "hf_hub_cache": str(hub_cache())},
         "counts": counts,
         "recipes_not_written": not_written,
         "checks_not_translated": untranslatable,
         "checks_flagged": flags,
+        "unsupported_keys": {k: {"recipes": n, "reason": mapping.unsupported_reason(k)}
+                             for k, n in sorted(unsupported.items(), key=lambda kv: (-kv[1], kv[0]))},
         "unknown_keys": dict(sorted(unknown.items(), key=lambda kv: (-kv[1], kv[0]))),
         "values_refused": refused,
         "suites": suites,

@@ -7,11 +7,16 @@ flattened to dotted leaves. Each leaf is then exactly one of:
   cannot hold (then the leaf is reported with the converter's reason);
 * **superseded** by `SUPERSEDED`: a key whose job the harness does itself (logging, the run
   dir, checkpoint paths), reported as such, never copied;
+* **not supported** by `UNSUPPORTED`: a setting ours has no key for, reported with the reason
+  (what ours does instead); the recipe is still written, since the reference's driver runs it;
 * **unknown**: reported, never invented.
 
 Keys that only exist in one backend's section are mapped only when that backend is the one the
-recipe enables (`policy.megatron_cfg.*` when `policy.megatron_cfg.enabled`). The one leaf that
-maps onto several of ours, the DTensor path's `policy.scheduler` list, is `torch_schedule`'s.
+recipe enables (`policy.megatron_cfg.*` when `policy.megatron_cfg.enabled`, `policy.dtensor_cfg.*`
+unless it is). A mapping may also check the rest of the recipe (`Key.check`): sequence packing
+with megatron, megatron fp8 training and a recompute other than whole layers are refused, since
+ours cannot hold them. The one leaf that maps onto several of ours, the DTensor path's
+`policy.scheduler` list, is `torch_schedule`'s.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-__all__ = ["KEYS", "SUPERSEDED", "TORCH_SCHEDULER", "Refused", "family_of", "lookup", "superseded_reason",
-           "torch_schedule"]
+__all__ = ["KEYS", "SUPERSEDED", "TORCH_SCHEDULER", "UNSUPPORTED", "Refused", "family_of", "lookup",
+           "superseded_reason", "torch_schedule", "unsupported_reason"]
 
 
 class Refused(ValueError):
@@ -90,15 +95,63 @@ def _decay(value: Any) -> str:
     return value
 
 
+_DATA_PARALLEL = "our torch backend is data parallel only (policy.parallel shards the megatron backend's model)"
+
+
+def _unsharded(value: Any) -> int:
+    """A DTensor-path parallel size: 1, the only one ours holds for that path."""
+    if _int(value) != 1:
+        raise Refused(f"{value!r}: {_DATA_PARALLEL}")
+    return 1
+
+
+def _no_sequence_parallel(value: Any) -> bool:
+    if _bool(value):
+        raise Refused(f"sequence parallel: {_DATA_PARALLEL}")
+    return False
+
+
+def _no_balancing(value: Any) -> float:
+    """megatron's load-balancing loss: ours is aux_loss at model.config.router_aux_loss_coef, so
+    the reference's "none" is a coefficient of 0; its other types take a coefficient its model
+    bridge sets, which the recipe does not hold."""
+    if value != "none":
+        raise Refused(f"moe_router_load_balancing_type {value!r}: ours maps 'none' only (onto "
+                      "model.config.router_aux_loss_coef 0.0); another type's coefficient is not in the recipe")
+    return 0.0
+
+
 @dataclass(frozen=True)
 class Key:
     ours: str
     convert: Callable[[Any], Any] = _same
     when: str | None = None  # a reference leaf that must be true for this mapping to apply
+    unless: str | None = None  # a reference leaf that must not be true for it to apply
+    check: Callable[[Any, Mapping[str, Any]], None] | None = None  # the converted value against the whole recipe
 
 
 MEGATRON = "policy.megatron_cfg.enabled"
 DTENSOR_LR = "policy.optimizer.kwargs.lr"
+FP8 = "policy.megatron_cfg.fp8_cfg.enabled"
+RECOMPUTE = "policy.megatron_cfg.recompute_granularity"
+
+
+def _packing_backend(enabled: bool, flat: Mapping[str, Any]) -> None:
+    if enabled and flat.get(MEGATRON) is True:
+        raise Refused("packed rows with megatron: our megatron backend pads every row (the engine's preflight "
+                      "refuses policy.sequence_packing.enabled with policy.backend: megatron)")
+
+
+def _not_fp8(precision: str, flat: Mapping[str, Any]) -> None:
+    if flat.get(MEGATRON) is True and flat.get(FP8) is True:
+        raise Refused(f"with {FP8}: megatron fp8 training; ours are fp32 and bf16")
+
+
+def _full_recompute(enabled: bool, flat: Mapping[str, Any]) -> None:
+    granularity = flat.get(RECOMPUTE, "full")
+    if enabled and granularity != "full":
+        raise Refused(f"{RECOMPUTE} {granularity!r}: ours recomputes whole layers, one at a time (megatron's 'full')")
+
 
 # reference leaf -> our key. Patterns are exact dotted paths.
 KEYS: dict[str, Key] = {
@@ -117,7 +170,7 @@ KEYS: dict[str, Key] = {
     "policy.model_name": Key("model.path"),
     "policy.train_micro_batch_size": Key("policy.micro_batch_size", _int),
     "policy.max_total_sequence_length": Key("policy.max_seq_len", _int_or_null),
-    "policy.precision": Key("policy.precision", _precision),
+    "policy.precision": Key("policy.precision", _precision, check=_not_fp8),
     "policy.max_grad_norm": Key("policy.optimizer.grad_clip", _grad_clip),
     DTENSOR_LR: Key("policy.optimizer.lr", _number),
     "policy.optimizer.kwargs.weight_decay": Key("policy.optimizer.weight_decay", _number),
@@ -130,6 +183,17 @@ KEYS: dict[str, Key] = {
     "policy.megatron_cfg.expert_model_parallel_size": Key("policy.parallel.ep", _int, when=MEGATRON),
     "policy.megatron_cfg.expert_tensor_parallel_size": Key("policy.parallel.etp", _int, when=MEGATRON),
     "policy.megatron_cfg.sequence_parallel": Key("policy.parallel.sp", _bool, when=MEGATRON),
+    "policy.dtensor_cfg.tensor_parallel_size": Key("policy.parallel.tp", _unsharded, unless=MEGATRON),
+    "policy.dtensor_cfg.context_parallel_size": Key("policy.parallel.cp", _unsharded, unless=MEGATRON),
+    "policy.dtensor_cfg.expert_parallel_size": Key("policy.parallel.ep", _unsharded, unless=MEGATRON),
+    "policy.dtensor_cfg.sequence_parallel": Key("policy.parallel.sp", _no_sequence_parallel, unless=MEGATRON),
+    "policy.megatron_cfg.activation_checkpointing": Key("policy.activation_checkpointing", _bool, when=MEGATRON,
+                                                        check=_full_recompute),
+    "policy.dtensor_cfg.activation_checkpointing": Key("policy.activation_checkpointing", _bool, unless=MEGATRON),
+    "policy.sequence_packing.enabled": Key("policy.sequence_packing.enabled", _bool, check=_packing_backend),
+    "policy.megatron_cfg.moe_router_load_balancing_type": Key("model.config.router_aux_loss_coef", _no_balancing,
+                                                              when=MEGATRON),
+    "policy.hf_config_overrides.text_config.router_aux_loss_coef": Key("model.config.router_aux_loss_coef", _number),
     "policy.megatron_cfg.optimizer.use_distributed_optimizer": Key("policy.distributed_optimizer", _bool,
                                                                     when=MEGATRON),
     "policy.megatron_cfg.optimizer.lr": Key("policy.optimizer.lr", _number, when=MEGATRON),
@@ -157,6 +221,33 @@ SUPERSEDED: tuple[tuple[str, str], ...] = (
     ("logger.*", "the harness owns logging: the run dir's metrics.jsonl, report.md and history"),
     ("checkpointing.checkpoint_dir", "the harness places checkpoints in the run dir"),
     ("checkpointing.enabled", "read only as the condition of checkpointing.save_period"),
+    (RECOMPUTE, "read only as the condition of policy.megatron_cfg.activation_checkpointing (ours is 'full')"),
+    (FP8, "read only as the condition of policy.precision (megatron fp8 training is refused)"),
+)
+
+_NO_VLLM = ("our vllm generation backend is not built yet (rl/preflight.py refuses it until rl/generation/vllm.py "
+            "exists)")
+
+# reference leaf pattern (fnmatch) -> why ours has no key for it, and what ours does instead
+UNSUPPORTED: tuple[tuple[str, str], ...] = (
+    ("policy.sequence_packing.*", "the reference's packer (after `enabled`, which maps): token budgets per packed "
+     "micro-batch (train_mb_tokens, logprob_mb_tokens), its algorithm, rounding, order and fused loss; ours packs "
+     "first fit decreasing into policy.micro_batch_size rows of max_tokens_per_row tokens each, a budget per row, "
+     "not per micro-batch"),
+    ("policy.dynamic_batching.*", "micro-batches cut to a token budget; ours cuts policy.micro_batch_size rows"),
+    ("policy.megatron_cfg.moe_token_dispatcher_type", "ours: megatron-core's alltoall dispatcher, fixed "
+     "(rl/backends/megatron/config.py); a dispatcher moves tokens to their experts, not what they compute"),
+    ("policy.megatron_cfg.moe_enable_deepep", "ours: megatron-core's alltoall dispatcher, without DeepEP"),
+    ("policy.megatron_cfg.moe_router_dtype", "ours computes the router in fp32, fixed "
+     "(rl/backends/megatron/config.py)"),
+    ("policy.megatron_cfg.moe_router_bias_update_rate", "ours has no router expert bias (aux-loss-free "
+     "balancing); the reference's default rate 0.0 leaves it off too"),
+    ("policy.megatron_cfg.freeze_moe_router", "ours trains the router with the rest of the model"),
+    ("policy.megatron_cfg.cuda_graph_*", "training CUDA graphs: ours captures none (policy.compile is torch.compile, "
+     "not a graph capture); the reference's default 'none' is ours"),
+    ("policy.generation.vllm_cfg.gpu_memory_utilization", f"vLLM's share of GPU memory: {_NO_VLLM}"),
+    ("policy.generation.vllm_cfg.enforce_eager", "vLLM without CUDA graphs: generation.decode is the torch "
+     f"generation backend's; {_NO_VLLM}"),
 )
 
 
@@ -196,10 +287,15 @@ def superseded_reason(key: str) -> str | None:
     return next((why for pattern, why in SUPERSEDED if fnmatchcase(key, pattern)), None)
 
 
+def unsupported_reason(key: str) -> str | None:
+    return next((why for pattern, why in UNSUPPORTED if fnmatchcase(key, pattern)), None)
+
+
 def lookup(key: str, flat: Mapping[str, Any]) -> Key | None:
     """The mapping of reference leaf `key` given the whole flat recipe, or None."""
     entry = KEYS.get(key)
-    if entry is None or (entry.when is not None and flat.get(entry.when) is not True):
+    if entry is None or (entry.when is not None and flat.get(entry.when) is not True) or (
+            entry.unless is not None and flat.get(entry.unless) is True):
         return None
     return entry
 

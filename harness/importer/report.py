@@ -18,7 +18,8 @@ def markdown(report: dict[str, Any]) -> str:
     out = [
         "# Import report",
         "",
-        f"Reference: `{ref['path']}` at commit `{ref['commit'] or 'unknown'}`, imported {ref['imported']}.",
+        f"Reference: `{ref['path']}` at commit `{ref['commit'] or 'unknown'}`, imported {ref['imported']}; "
+        f"Hub checkpoints planned from the Hugging Face cache `{ref['hf_hub_cache']}`.",
         "",
         "| count | |",
         "|---|---|",
@@ -53,6 +54,13 @@ def markdown(report: dict[str, Any]) -> str:
         out += ["| script | key | value | reason |", "|---|---|---|---|"]
         out += [f"| {_cell(x['script'])} | {x['key']} | `{_cell(x['value'])}` | {_cell(x['reason'])} |"
                 for x in report["values_refused"]]
+    else:
+        out.append("none")
+    unsupported = report["unsupported_keys"]
+    out += ["", f"## Reference keys ours does not support ({len(unsupported)}; recipes holding each, and why)", ""]
+    if unsupported:
+        out += ["| key | recipes | why |", "|---|---|---|"]
+        out += [f"| {_cell(k)} | {x['recipes']} | {_cell(x['reason'])} |" for k, x in unsupported.items()]
     else:
         out.append("none")
     unknown = report["unknown_keys"]

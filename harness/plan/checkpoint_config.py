@@ -18,14 +18,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["checkpoint_config_file", "planned_model_config"]
+__all__ = ["checkpoint_config_file", "hub_cache", "missing_config_hint", "planned_model_config"]
 
 
-def _hub_cache() -> Path:
+def hub_cache() -> Path:
+    """The local Hugging Face Hub cache this process reads (never writes)."""
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"]).expanduser()
     home = os.environ.get("HF_HOME")
     return (Path(home).expanduser() if home else Path.home() / ".cache" / "huggingface") / "hub"
+
+
+def _hub_repo(path: str) -> Path:
+    """The cache folder of Hub id `path` (org/name), whether or not it is there."""
+    org, _, name = path.partition("/")
+    return hub_cache() / f"models--{org}--{name}"
 
 
 def checkpoint_config_file(path: str | None) -> Path | None:
@@ -35,13 +42,22 @@ def checkpoint_config_file(path: str | None) -> Path | None:
     local = Path(path).expanduser()
     if local.is_dir():
         return local / "config.json" if (local / "config.json").is_file() else None
-    org, _, name = path.partition("/")
-    repo = _hub_cache() / f"models--{org}--{name}"
+    repo = _hub_repo(path)
     ref = repo / "refs" / "main"
     if not ref.is_file():
         return None
     config = repo / "snapshots" / ref.read_text(encoding="utf-8").strip() / "config.json"
     return config if config.is_file() else None
+
+
+def missing_config_hint(path: str | None) -> str:
+    """Where the model's shape can come from when the plan found no config.json for `path`."""
+    if not path or "/" not in path:
+        return "add it to the recipe"
+    if Path(path).expanduser().is_dir() or path.startswith(("/", ".", "~")):
+        return f"add it to the recipe, or a config.json to {path}"
+    return (f"add it to the recipe, or put {path}'s config.json in the Hugging Face cache, under "
+            f"{_hub_repo(path)} (refs/main and the snapshot it names)")
 
 
 def planned_model_config(model: Mapping) -> tuple[dict[str, Any], Path | None]:

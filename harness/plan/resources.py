@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness.errors import UserError
-from harness.plan.checkpoint_config import planned_model_config
+from harness.plan.checkpoint_config import missing_config_hint, planned_model_config
 from harness.plan.memory import MemoryEstimate, device_capacity_gib, estimate_memory
 from harness.plan.model_size import ModelSize, layer_types, model_size
 
@@ -178,7 +178,7 @@ def make_plan(recipe: Mapping) -> Plan:
         message = f"model.config.{missing.args[0]} is needed to plan"
         sharded = max(policy["tp"], policy["pp"], policy["cp"], policy["ep"], gen_tp) > 1
         if sharded or device in GPU_DEVICES:
-            problems.append(f"{message} a sharded or GPU run (add it to the recipe)")
+            problems.append(f"{message} a sharded or GPU run: {missing_config_hint(recipe['model'].get('path'))}")
         else:
             warnings.append(f"{message} memory and head divisibility: not checked (a CPU run at TP 1)")
     if size is not None:

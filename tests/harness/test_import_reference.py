@@ -19,10 +19,12 @@ import pytest
 from harness.cli import main
 from harness.importer import import_reference
 from harness.importer.checks import Untranslatable, flags_of, translate
-from harness.importer.mapping import Refused, torch_schedule
+from harness.importer.mapping import Refused, torch_schedule, unsupported_reason
 from harness.importer.reference_yaml import ReferenceError_, load_reference_recipe
+from harness.importer.report import markdown
 from harness.importer.shell import read_script
 from harness.metrics import read_metrics
+from harness.plan import make_plan
 from harness.recipe.load import load_recipe
 from harness.thresholds import evaluate, load_thresholds
 
@@ -34,9 +36,10 @@ MAIN = "tests/test_suites/llm/grpo-qwen3.5-tiny-1n2g.sh"
 
 
 @pytest.fixture
-def checkout(tmp_path: Path) -> Path:
+def checkout(tmp_path: Path, monkeypatch) -> Path:
     root = tmp_path / "ref"
     shutil.copytree(FIXTURE, root)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))  # an empty Hugging Face cache unless a test fills it
     return root
 
 
@@ -160,14 +163,16 @@ def test_reference_recipe_resolution(tmp_path: Path) -> None:
 
 def test_report_counts(checkout: Path) -> None:
     report = import_reference(checkout, today=TODAY).report
-    assert report["reference"] == {"path": str(checkout.resolve()), "commit": None, "imported": "2026-12-01"}
+    assert report["reference"] == {"path": str(checkout.resolve()), "commit": None, "imported": "2026-12-01",
+                                   "hf_hub_cache": str(checkout.parent / "hf")}
     assert report["counts"] == {
         "scripts_read": 4, "scripts_with_checks": 4, "recipes_written": 2,
         "recipes_not_written": {"model_family": 1, "value_refused": 1},
         "thresholds_files_written": 4, "checks_read": 15, "checks_translated": 12,
         "checks_not_translated": {"function": 1, "no_step": 1, "shell_variable": 1},
         "checks_flagged": {"cannot_fail": 1, "nan_guard": 1},
-        "guards_dropped": 1, "scripts_with_guard": 1, "unknown_reference_keys": 6, "values_refused": 1,
+        "guards_dropped": 1, "scripts_with_guard": 1, "unsupported_reference_keys": 1, "unknown_reference_keys": 4,
+        "values_refused": 1,
         "suites_written": 3,
     }
     assert report["recipes_not_written"] == [
@@ -182,9 +187,10 @@ def test_report_counts(checkout: Path) -> None:
         (MAIN, 41, "data['train/reward']['$FINAL_STEP'] > 0.5", "shell_variable"),
     ]
     assert [(x["line"], x["kind"]) for x in report["checks_flagged"]] == [(37, "cannot_fail"), (38, "nan_guard")]
+    assert report["unsupported_keys"] == {"policy.generation.vllm_cfg.gpu_memory_utilization": {
+        "recipes": 4, "reason": unsupported_reason("policy.generation.vllm_cfg.gpu_memory_utilization")}}
     assert report["unknown_keys"] == {
-        "env.math.num_workers": 4, "grpo.val_period": 4, "policy.generation.vllm_cfg.gpu_memory_utilization": 4,
-        "policy.logprob_batch_size": 4, "policy.optimizer.name": 4, "policy.sequence_packing.enabled": 1}
+        "env.math.num_workers": 4, "grpo.val_period": 4, "policy.logprob_batch_size": 4, "policy.optimizer.name": 4}
     assert [(s["list"], s["entries"], s["imported"], s["disabled"], s["written"]) for s in report["suites"]] == [
         ("disabled.txt", 1, 1, 1, True), ("nightly.txt", 3, 1, 0, True),
         ("nightly_gb200.txt", 1, 1, 0, False), ("release.txt", 1, 1, 1, True)]
@@ -229,6 +235,8 @@ engine:
   metrics_path: {ref}/tests/test_suites/llm/grpo-qwen3.5-tiny-1n2g/metrics.json
 policy:
   max_seq_len: 512
+  sequence_packing:
+    enabled: true
 generation:
   max_new_tokens: 512
   temperature: 0.8
@@ -380,6 +388,137 @@ def test_both_reference_schedulers_reach_the_written_recipes(checkout: Path, tmp
     schedule = ("lr", "warmup_steps", "warmup_init_lr", "decay", "decay_steps", "min_lr")
     assert [dtensor[k] for k in schedule] == [5.0e-6, 50, 0.1 * 5.0e-6, "constant", None, 0.0]
     assert [megatron[k] for k in schedule] == [1.0e-6, 10, 1.0e-8, "cosine", 80, 1.0e-7]
+
+
+# ---------------------------------------------------------------- a Hub checkpoint
+
+
+def test_a_hub_checkpoint_plans_from_the_hugging_face_cache(checkout: Path, tmp_path: Path, capsys) -> None:
+    """A reference recipe naming a Hub id is planned from that checkpoint's config.json in the
+    local Hugging Face cache (a vision-language one nests the language model's shape under
+    text_config); without it the report says where the file goes."""
+    base = checkout / "examples/configs/grpo_base.yaml"
+    base.write_text(base.read_text().replace('"./models/Qwen3.5-tiny"', "Qwen/Qwen3.5-tiny"))
+    repo = tmp_path / "hf" / "models--Qwen--Qwen3.5-tiny"  # the fixture's HF_HUB_CACHE
+    report = import_reference(checkout, today=TODAY).report
+    assert report["counts"]["recipes_written"] == 0
+    assert {"script": MAIN, "category": "plan", "reason": (
+        "grpo_qwen3_5_tiny_1n2g: model.config.hidden_size is needed to plan a sharded or GPU run: add it to the "
+        f"recipe, or put Qwen/Qwen3.5-tiny's config.json in the Hugging Face cache, under {repo} (refs/main and the "
+        "snapshot it names)")} in report["recipes_not_written"]
+
+    text = json.loads((FIXTURE / "models/Qwen3.5-tiny/config.json").read_text())
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123abc")
+    (repo / "snapshots" / "0123abc").mkdir(parents=True)
+    config = repo / "snapshots" / "0123abc" / "config.json"
+    config.write_text(json.dumps({"model_type": "qwen3_5", "text_config": text}))
+    out = tmp_path / "out"
+    assert main(["import", "reference", str(checkout), "--out", str(out), "--write"]) == 0
+    assert f"planned from the Hugging Face cache `{tmp_path / 'hf'}`" in capsys.readouterr().out
+    assert json.loads((out / "import-report.json").read_text())["counts"]["recipes_written"] == 2
+    recipe = load_recipe(out / "recipes/grpo_qwen3_5_tiny_1n2g.yaml").data
+    assert recipe["model"]["path"] == "Qwen/Qwen3.5-tiny" and recipe["model"]["config"] == {}  # the shape: the cache's
+    plan = make_plan(recipe)
+    assert plan.model["config_file"] == str(config) and plan.model["hidden_size"] == text["hidden_size"]
+    assert main(["validate", str(out / "recipes")]) == 0
+    assert "2 of 2 recipes valid" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- backend, MoE and generation keys
+
+TINY_RECIPE = "examples/configs/recipes/llm/grpo-qwen3.5-tiny-1n2g.yaml"
+MEGATRON = "  megatron_cfg:\n    enabled: true\n"
+
+
+def _import_tiny(checkout: Path, tmp_path: Path, policy: str) -> tuple[dict, dict | None]:
+    """The import with the tiny script's reference recipe set to the base's plus `policy` (the
+    text under `policy:`): the report, and that script's written recipe resolved (None if none)."""
+    head = "defaults: ../../grpo_base.yaml\ngrpo:\n  max_num_steps: 20\npolicy:\n"
+    (checkout / TINY_RECIPE).write_text(head + policy)
+    result = import_reference(checkout, today=TODAY)
+    out = tmp_path / "out"
+    for rel, text in result.files.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    recipe = out / "recipes/grpo_qwen3_5_tiny_1n2g.yaml"
+    return result.report, load_recipe(recipe).data if recipe.exists() else None
+
+
+def _leaf(data: dict, dotted: str) -> object:
+    for part in dotted.split("."):
+        data = data[part]
+    return data
+
+
+@pytest.mark.parametrize(("policy", "ours"), [
+    (MEGATRON + "    activation_checkpointing: true\n    recompute_granularity: full\n",
+     {"policy.backend": "megatron", "policy.activation_checkpointing": True}),
+    ("  dtensor_cfg:\n    enabled: true\n    activation_checkpointing: true\n    tensor_parallel_size: 1\n"
+     "    context_parallel_size: 1\n    sequence_parallel: false\n",
+     {"policy.backend": "torch", "policy.activation_checkpointing": True, "policy.parallel.tp": 1}),
+    (MEGATRON + "  dtensor_cfg:\n    activation_checkpointing: true\n    tensor_parallel_size: 4\n",
+     {"policy.backend": "megatron", "policy.activation_checkpointing": False}),  # megatron reads its own
+    ("  sequence_packing:\n    enabled: true\n    train_mb_tokens: 4096\n",
+     {"policy.sequence_packing.enabled": True, "policy.sequence_packing.max_tokens_per_row": None}),
+    (MEGATRON + "    moe_router_load_balancing_type: none\n", {"model.config.router_aux_loss_coef": 0.0}),
+    ("  hf_config_overrides:\n    text_config:\n      router_aux_loss_coef: 0.0\n",
+     {"model.config.router_aux_loss_coef": 0.0}),
+], ids=["megatron_recompute", "dtensor_recompute", "megatron_reads_its_own", "packing", "no_balancing",
+        "hf_override"])
+def test_backend_keys_map_onto_ours(checkout: Path, tmp_path: Path, policy: str, ours: dict) -> None:
+    report, recipe = _import_tiny(checkout, tmp_path, policy)
+    assert recipe is not None, report["recipes_not_written"]
+    assert {key: _leaf(recipe, key) for key in ours} == ours
+
+
+DATA_PARALLEL = "our torch backend is data parallel only (policy.parallel shards the megatron backend's model)"
+
+
+@pytest.mark.parametrize(("policy", "reason"), [
+    (MEGATRON + "  sequence_packing:\n    enabled: true\n",
+     "policy.sequence_packing.enabled: packed rows with megatron: our megatron backend pads every row (the engine's "
+     "preflight refuses policy.sequence_packing.enabled with policy.backend: megatron)"),
+    (MEGATRON + "    activation_checkpointing: true\n    recompute_granularity: selective\n",
+     "policy.megatron_cfg.activation_checkpointing: policy.megatron_cfg.recompute_granularity 'selective': ours "
+     "recomputes whole layers, one at a time (megatron's 'full')"),
+    ("  dtensor_cfg:\n    tensor_parallel_size: 2\n", f"policy.dtensor_cfg.tensor_parallel_size: 2: {DATA_PARALLEL}"),
+    ("  dtensor_cfg:\n    expert_parallel_size: 16\n", f"policy.dtensor_cfg.expert_parallel_size: 16: {DATA_PARALLEL}"),
+    ("  dtensor_cfg:\n    sequence_parallel: true\n", f"policy.dtensor_cfg.sequence_parallel: sequence parallel: "
+     f"{DATA_PARALLEL}"),
+    (MEGATRON + "    fp8_cfg:\n      enabled: true\n",
+     "policy.precision: with policy.megatron_cfg.fp8_cfg.enabled: megatron fp8 training; ours are fp32 and bf16"),
+    (MEGATRON + "    moe_router_load_balancing_type: aux_loss\n",
+     "policy.megatron_cfg.moe_router_load_balancing_type: moe_router_load_balancing_type 'aux_loss': ours maps "
+     "'none' only (onto model.config.router_aux_loss_coef 0.0); another type's coefficient is not in the recipe"),
+], ids=["megatron_packing", "selective_recompute", "dtensor_tp", "dtensor_ep", "dtensor_sp", "fp8", "aux_loss"])
+def test_backend_values_ours_cannot_hold_are_refused(checkout: Path, tmp_path: Path, policy: str,
+                                                     reason: str) -> None:
+    report, recipe = _import_tiny(checkout, tmp_path, policy)
+    assert recipe is None
+    assert {"script": MAIN, "category": "value_refused", "reason": reason} in report["recipes_not_written"]
+
+
+def test_settings_ours_has_no_key_for_are_reported_with_why(checkout: Path, tmp_path: Path) -> None:
+    """The recipe is still written (the reference's driver runs it); each setting is listed with
+    the reason, never among the unknown keys."""
+    report, recipe = _import_tiny(checkout, tmp_path, MEGATRON + (
+        "    moe_token_dispatcher_type: allgather\n    moe_router_dtype: fp64\n    moe_router_bias_update_rate: 0.0\n"
+        "    freeze_moe_router: true\n    cuda_graph_impl: none\n"
+        "  sequence_packing:\n    enabled: false\n    train_mb_tokens: 4096\n    logprob_mb_tokens: 8192\n"
+        "  generation:\n    vllm_cfg:\n      enforce_eager: true\n"))
+    assert recipe is not None and recipe["policy"]["sequence_packing"] == {"enabled": False, "max_tokens_per_row": None}
+    keys = ["policy.megatron_cfg.moe_token_dispatcher_type", "policy.megatron_cfg.moe_router_dtype",
+            "policy.megatron_cfg.moe_router_bias_update_rate", "policy.megatron_cfg.freeze_moe_router",
+            "policy.megatron_cfg.cuda_graph_impl", "policy.sequence_packing.train_mb_tokens",
+            "policy.sequence_packing.logprob_mb_tokens", "policy.generation.vllm_cfg.enforce_eager"]
+    unsupported = report["unsupported_keys"]
+    assert {k: unsupported[k] for k in keys} == {k: {"recipes": 1, "reason": unsupported_reason(k)} for k in keys}
+    assert "alltoall" in unsupported[keys[0]]["reason"] and "budget per row" in unsupported[keys[5]]["reason"]
+    assert not set(keys) & set(report["unknown_keys"])
+    md = markdown(report)
+    assert (f"| policy.megatron_cfg.moe_router_dtype | 1 | {unsupported_reason(keys[1])} |" in md.split(
+        "## Reference keys ours does not support (9; recipes holding each, and why)")[1])
 
 
 def _metrics(path: Path, steps: int, **overrides: dict[int, float]) -> None:

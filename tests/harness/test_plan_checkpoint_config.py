@@ -4,6 +4,7 @@ network: a local directory, or a Hub id's snapshot in the local Hugging Face cac
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,22 @@ def test_without_the_checkpoint_the_plan_uses_model_config(tmp_path, monkeypatch
     assert checkpoint_config_file("tiny_qwen3_5_moe") is None  # shipped: the engine's preflight reads it
     plan = make_plan(load_recipe(RECIPE).data)
     assert "config_file" not in plan.model and plan.model["num_experts"] == 256
+
+
+def test_without_the_shape_the_plan_says_where_the_checkpoint_config_goes(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    hub = load_recipe(RECIPE, ["model.config={}"]).data  # model.path: the Hub id, not cached here
+    with pytest.raises(PlanError, match=re.escape(
+            "model.config.hidden_size is needed to plan a sharded or GPU run: add it to the recipe, or put "
+            f"Qwen/Qwen3.5-35B-A3B-Base's config.json in the Hugging Face cache, under "
+            f"{tmp_path}/models--Qwen--Qwen3.5-35B-A3B-Base (refs/main and the snapshot it names)")):
+        make_plan(hub)
+    local = load_recipe(RECIPE, ["model.config={}", f"model.path={tmp_path}"]).data  # a folder without config.json
+    with pytest.raises(PlanError, match=re.escape(f"add it to the recipe, or a config.json to {tmp_path}")):
+        make_plan(local)
+    shipped = load_recipe(RECIPE, ["model.config={}", "model.path=tiny_qwen3_5_moe"]).data
+    with pytest.raises(PlanError, match=r"GPU run: add it to the recipe$"):
+        make_plan(shipped)
 
 
 def test_a_local_directory_is_read_and_recipe_fields_win(tmp_path):
