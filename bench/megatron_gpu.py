@@ -64,8 +64,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--rows", type=int, default=16, help="rows per data-parallel replica per step")
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--mbs", type=int, default=4)
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--check-hf", action="store_true")
     p.add_argument("--profile", default=None, help="write a torch.profiler table of one step here (rank 0)")
     p.add_argument("--activation-checkpointing", action="store_true",
@@ -199,7 +199,8 @@ def main() -> None:
                   precision=args.precision, distributed_optimizer=args.distributed_optimizer,
                   rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, build_s=round(build_s, 2),
                   compile_layers=args.compile_layers, activation_checkpointing=args.activation_checkpointing,
-                  step_s=round(step_s, 4), tokens_per_s=round(tokens / step_s),
+                  step_s=round(step_s, 4), step_s_range=[round(min(times), 4), round(max(times), 4)],
+                  tokens_per_s=round(tokens / step_s),
                   logprobs_s=round(logprobs_s, 4), logprobs_tokens_per_s=round(tokens / logprobs_s),
                   tflops_per_gpu=round(flops / step_s / world / 1e12, 1),
                   mfu=round(flops / step_s / world / (PEAK_TFLOPS * 1e12), 4),
