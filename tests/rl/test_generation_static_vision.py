@@ -11,6 +11,7 @@ from rl.generation.static_decode import StaticDecoder
 from rl.models import ImageLayout, build_model
 from rl.models.image_inputs import patchify
 from rl.tokenizer import load_tokenizer
+from rl.workers.generation import GenerationWorker
 
 torch.set_num_threads(1)
 TEXT = {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}
@@ -25,9 +26,12 @@ def tok():
     return load_tokenizer("arith_vl")
 
 
+def model_cfg(family: str) -> dict:
+    return {"family": family, "modality": "vision", "path": None, "tokenizer": "arith_vl", "config": TEXT}
+
+
 def vl_model(tok, family: str) -> torch.nn.Module:
-    cfg = {"family": family, "modality": "vision", "path": None, "tokenizer": "arith_vl", "config": TEXT}
-    m = build_model(cfg, vocab_size=len(tok), seed=0)
+    m = build_model(model_cfg(family), vocab_size=len(tok), seed=0)
     with torch.no_grad():  # eos likelier at some steps than others, so that rows end at different steps
         m.lm_head.weight[tok.eos_token_id] += 0.04
     return m
@@ -93,3 +97,17 @@ def test_positions_without_the_rope_delta_are_caught(tok, monkeypatch) -> None:
     wrong = StaticDecoder(m, use_graphs=False).generate(ids, seed=3, **images, **args)
     with pytest.raises(AssertionError):
         assert_same(reference, wrong)
+
+
+def test_the_generation_worker_hands_the_images_to_the_static_decoder(tok) -> None:
+    m = vl_model(tok, "qwen3_5")
+    ids, images = image_prompts(m)
+    args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    out = {}
+    for decode in ("eager", "static"):
+        worker = GenerationWorker(name=f"generation-{decode}", rank=0, env_keys=[], decode=decode)
+        worker.setup(model_cfg=model_cfg("qwen3_5"), vocab_size=len(tok), seed=0, weights=m.state_dict())
+        out[decode] = worker.generate(ids, seed=3, **images, **args)
+    assert isinstance(worker.decoder, StaticDecoder)
+    for name in FIELDS:
+        assert torch.equal(out["eager"][name], out["static"][name]), name
