@@ -99,6 +99,14 @@ def test_positions_without_the_rope_delta_are_caught(tok, monkeypatch) -> None:
         assert_same(reference, wrong)
 
 
+def test_text_prompts_on_a_vision_model(tok) -> None:
+    """Without images every row's response continues at P, as the eager loop's does on a fresh model."""
+    m = vl_model(tok, "qwen3_5")
+    ids = torch.randint(10, 40, (3, 8), generator=torch.Generator().manual_seed(2))
+    args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    assert_same(eager(m, ids, {}, 3, **args), StaticDecoder(m, use_graphs=False).generate(ids, seed=3, **args))
+
+
 def test_the_generation_worker_hands_the_images_to_the_static_decoder(tok) -> None:
     m = vl_model(tok, "qwen3_5")
     ids, images = image_prompts(m)
