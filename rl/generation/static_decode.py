@@ -18,7 +18,7 @@ machine whether the step is replayed or run eagerly.
 
 A vision-language model: the prompt forward (eager) also gets the images, at the multimodal
 rotary (M-RoPE) positions HF's `get_rope_index` lays out. A response token then sits at its cache
-position plus its row's rope delta (the layout's last position + 1 - P) on all three axes, as in
+position plus its row's rope delta (the layout's largest position + 1 - P) on all three axes, as in
 HF's own decode step; here that is a [3, Bb, 1] position tensor set at the prompt and stepped in
 place, so the captured step needs no images and no host arithmetic.
 """
