@@ -140,7 +140,7 @@ class GenerationConfig:
     backend: str = "torch"
     tp: int = 1
     colocated: bool = True  # GPU runs: share rank 0's GPU (rl.placement)
-    decode: str = "auto"  # rl.generation.static_decode: "graphs" on a GPU for text models, else "eager"
+    decode: str = "auto"  # rl.generation.static_decode: "graphs" on a GPU, else "eager"
     max_new_tokens: int = 8
     temperature: float = 1.0
     env: dict[str, str] = field(default_factory=dict)  # the generation workers' only (RunConfig.worker_env)

@@ -8,19 +8,16 @@ from __future__ import annotations
 DECODE_MODES = ("graphs", "static", "eager")
 
 
-def resolve_decode(decode: str, *, gpu: bool, vision: bool) -> str:
-    """`generation.decode` as run: "auto" is graphs on a GPU for a text model, eager otherwise.
+def resolve_decode(decode: str, *, gpu: bool) -> str:
+    """`generation.decode` as run: "auto" is graphs on a GPU, eager otherwise.
 
     Returns one of DECODE_MODES; raises ValueError (one line naming the key) for a mode the
-    machine or model cannot honour, which the preflight reports before launch.
+    machine cannot honour, which the preflight reports before launch.
     """
     if decode == "auto":
-        return "graphs" if gpu and not vision else "eager"
+        return "graphs" if gpu else "eager"
     if decode not in DECODE_MODES:
         raise ValueError(f"generation.decode: {decode!r} is not one of {['auto', *DECODE_MODES]}")
-    if decode != "eager" and vision:
-        raise ValueError(f"generation.decode: {decode} decodes text models; a vision model (model.modality: "
-                         "vision) needs eager or auto")
     if decode == "graphs" and not gpu:
         raise ValueError("generation.decode: graphs needs a GPU (cluster.device is cpu); use auto, static or eager")
     return decode

@@ -14,8 +14,13 @@ compiled kernels together with the draw). The prompt's forward stays eager (its 
 The same iteration runs uncaptured on the CPU (`use_graphs=False`), which is how CPU tests prove
 it produces what the eager loop does. Randomness: every draw comes from the decoder's own
 generator, seeded per call, registered with the graph, so a seed gives the same bits on the same
-machine whether the step is replayed or run eagerly. Text models only (a vision-language model's
-rotary positions continue from its prompt's image layout: it takes the eager loop).
+machine whether the step is replayed or run eagerly.
+
+A vision-language model: the prompt forward (eager) also gets the images, at the multimodal
+rotary (M-RoPE) positions HF's `get_rope_index` lays out. A response token then sits at its cache
+position plus its row's rope delta (the layout's largest position + 1 - P) on all three axes, as in
+HF's own decode step; here that is a [3, Bb, 1] position tensor set at the prompt and stepped in
+place, so the captured step needs no images and no host arithmetic.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import torch
 from transformers import PreTrainedModel, StaticCache
 
 from rl.generation.sampler import Generation, _cache_kwarg, banned_ids, check_request, draw_tokens
+from rl.models.image_inputs import image_forward_kwargs
 from rl.models.logprobs import gather_logprobs
 
 SYNC_EVERY = 8  # tokens between host checks for "every row has ended"
@@ -43,6 +49,15 @@ def batch_bucket(batch: int) -> int:
     return -(-batch // 8) * 8
 
 
+def _pad_rows(x: torch.Tensor | None, rows: int, device: torch.device) -> torch.Tensor | None:
+    """`x` on `device` with copies of its row 0 up to `rows` rows (a bucket's extra rows, dropped
+    from the result); None stays None."""
+    if x is None:
+        return None
+    x = x.to(device)
+    return torch.cat([x, x[:1].expand(rows - x.shape[0], *x.shape[1:])]) if rows > x.shape[0] else x
+
+
 @dataclass(kw_only=True)
 class _Slot:
     """The static buffers of one shape; every tensor keeps its address for the graph's lifetime."""
@@ -50,7 +65,7 @@ class _Slot:
     cache: StaticCache
     logits: torch.Tensor  # [Bb, V] float32, the logits the next draw reads
     tok_in: torch.Tensor  # [Bb, 1] the token the model is fed
-    position: torch.Tensor  # [Bb, 1] its position
+    position: torch.Tensor  # [Bb, 1] its position; [3, Bb, 1] (t, h, w) for a vision-language model
     done: torch.Tensor  # [Bb] bool
     step: torch.Tensor  # [1] long, the column the next draw writes
     tokens: torch.Tensor  # [Bb, N]
@@ -64,9 +79,8 @@ class StaticDecoder:
     """Samples like `rl.generation.sampler.generate`, from a static cache, CUDA graphs on a GPU."""
 
     def __init__(self, model: PreTrainedModel, *, use_graphs: bool) -> None:
-        if getattr(model.config, "vision_config", None) is not None:
-            raise ValueError("StaticDecoder decodes text models; a vision-language model takes the eager loop")
         self.model = model
+        self.vision = getattr(model.config, "vision_config", None) is not None
         self.use_graphs = use_graphs
         self.device = next(model.parameters()).device
         if use_graphs and self.device.type != "cuda":
@@ -78,20 +92,21 @@ class StaticDecoder:
 
     @torch.no_grad()
     def generate(self, prompt_ids: torch.Tensor, *, max_new_tokens: int, temperature: float,
-                 eos_token_id: int, pad_token_id: int, seed: int) -> Generation:
+                 eos_token_id: int, pad_token_id: int, seed: int, pixel_values: torch.Tensor | None = None,
+                 image_grid_thw: torch.Tensor | None = None) -> Generation:
         """Same contract as `rl.generation.sampler.generate`, every draw from a generator seeded with `seed`."""
         check_request(prompt_ids, max_new_tokens, temperature)
         B, P = prompt_ids.shape
         Bb = batch_bucket(B) if self.use_graphs else B  # buckets share graphs; without one, no padding
-        prompt = prompt_ids.to(self.device)
-        if Bb > B:  # extra rows repeat row 0; they are dropped from the result
-            prompt = torch.cat([prompt, prompt[:1].expand(Bb - B, P)], dim=0)
+        prompt = _pad_rows(prompt_ids, Bb, self.device)
+        images = image_forward_kwargs(self.model, prompt, _pad_rows(pixel_values, Bb, self.device),
+                                      _pad_rows(image_grid_thw, Bb, self.device))
         was_training = self.model.training
         self.model.eval()
         try:
             key = (Bb, P + max_new_tokens, max_new_tokens, temperature, eos_token_id, pad_token_id)
-            slot = self._slot(key, prompt, temperature=temperature, eos=eos_token_id, pad=pad_token_id)
-            self._prefill(slot, prompt, seed=seed, pad=pad_token_id)
+            slot = self._slot(key, prompt, images, temperature=temperature, eos=eos_token_id, pad=pad_token_id)
+            self._prefill(slot, prompt, images, seed=seed, pad=pad_token_id)
             run = slot.graph.replay if slot.graph is not None else (
                 lambda: self._iterate(slot, temperature=temperature, eos=eos_token_id, pad=pad_token_id))
             for i in range(max_new_tokens):
@@ -113,11 +128,24 @@ class StaticDecoder:
         )
 
     def _forward(self, slot: _Slot, input_ids: torch.Tensor, position_ids: torch.Tensor, *,
-                 decode: bool = False) -> torch.Tensor:
+                 decode: bool = False, **images: torch.Tensor) -> torch.Tensor:
         model = self.decode_model if decode else self.model
         out = model(input_ids=input_ids, position_ids=position_ids, use_cache=True, logits_to_keep=1,
-                    **{self.cache_kw: slot.cache})
+                    **{self.cache_kw: slot.cache}, **images)
         return out.logits[:, -1].float()
+
+    def _positions(self, prompt: torch.Tensor, images: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the prompt's position ids, the first response token's), shaped as `_Slot.position`.
+
+        A text model counts 0..P-1, then P. A vision-language model's prompt takes HF's layout
+        ([3, Bb, P]); its response continues at P + the row's rope delta on every axis."""
+        Bb, P = prompt.shape
+        if not self.vision:
+            return torch.arange(P, device=self.device).expand(Bb, P), torch.full((Bb, 1), P, device=self.device)
+        kinds = images.get("mm_token_type_ids", torch.zeros_like(prompt, dtype=torch.int32))  # text prompts: 0
+        positions, deltas = self.model.model.get_rope_index(prompt, mm_token_type_ids=kinds,
+                                                            image_grid_thw=images.get("image_grid_thw"))
+        return positions, (P + deltas).expand(3, Bb, 1)
 
     def _iterate(self, slot: _Slot, *, temperature: float, eos: int, pad: int) -> None:
         """One token for every row: draw, record, feed it to the model. Fixed shapes, no host sync."""
@@ -134,13 +162,13 @@ class StaticDecoder:
         slot.logits.copy_(self._forward(slot, slot.tok_in, slot.position, decode=True))
         slot.position.add_(1)
 
-    def _prefill(self, slot: _Slot, prompt: torch.Tensor, *, seed: int, pad: int) -> None:
-        """Reset the slot's buffers in place and run the prompt (eagerly) into its cache."""
-        Bb, P = prompt.shape
+    def _prefill(self, slot: _Slot, prompt: torch.Tensor, images: dict[str, torch.Tensor], *, seed: int,
+                 pad: int) -> None:
+        """Reset the slot's buffers in place and run the prompt (eagerly, with its images) into its cache."""
         slot.cache.reset()  # in place: zeroed K/V and states, write position 0, "prefill next"
-        positions = torch.arange(P, device=self.device).unsqueeze(0).expand(Bb, P)
-        slot.logits.copy_(self._forward(slot, prompt, positions))
-        slot.position.fill_(P)
+        positions, following = self._positions(prompt, images)
+        slot.logits.copy_(self._forward(slot, prompt, positions, **images))
+        slot.position.copy_(following)
         slot.done.zero_()
         slot.step.zero_()
         slot.tokens.fill_(pad)
@@ -148,7 +176,8 @@ class StaticDecoder:
         slot.live.zero_()
         slot.generator.manual_seed(seed)
 
-    def _slot(self, key: tuple, prompt: torch.Tensor, *, temperature: float, eos: int, pad: int) -> _Slot:
+    def _slot(self, key: tuple, prompt: torch.Tensor, images: dict[str, torch.Tensor], *, temperature: float,
+              eos: int, pad: int) -> _Slot:
         if key in self._slots:
             self._slots.move_to_end(key)
             return self._slots[key]
@@ -161,7 +190,7 @@ class StaticDecoder:
             cache=StaticCache(config=self.model.config, max_cache_len=length),
             logits=torch.zeros(Bb, vocab, dtype=torch.float32, device=d),
             tok_in=torch.zeros(Bb, 1, dtype=torch.long, device=d),
-            position=torch.zeros(Bb, 1, dtype=torch.long, device=d),
+            position=torch.zeros((3, Bb, 1) if self.vision else (Bb, 1), dtype=torch.long, device=d),
             done=torch.zeros(Bb, dtype=torch.bool, device=d),
             step=torch.zeros(1, dtype=torch.long, device=d),
             tokens=torch.full((Bb, n), pad, dtype=torch.long, device=d),
@@ -170,15 +199,15 @@ class StaticDecoder:
             generator=torch.Generator(device=d),
         )
         if self.use_graphs:
-            slot.graph = self._capture(slot, prompt, temperature=temperature, eos=eos, pad=pad)
+            slot.graph = self._capture(slot, prompt, images, temperature=temperature, eos=eos, pad=pad)
         self._slots[key] = slot
         return slot
 
-    def _capture(self, slot: _Slot, prompt: torch.Tensor, *, temperature: float, eos: int,
-                 pad: int) -> torch.cuda.CUDAGraph:
+    def _capture(self, slot: _Slot, prompt: torch.Tensor, images: dict[str, torch.Tensor], *, temperature: float,
+                 eos: int, pad: int) -> torch.cuda.CUDAGraph:
         """Warm the step up on a side stream (compiles the decode forward, allocates), then capture
         one iteration."""
-        self._prefill(slot, prompt, seed=0, pad=pad)
+        self._prefill(slot, prompt, images, seed=0, pad=pad)
         side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):

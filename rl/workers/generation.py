@@ -114,15 +114,13 @@ class GenerationWorker(WorkerBase):
                  eos_token_id: int, pad_token_id: int, **images: torch.Tensor) -> dict[str, torch.Tensor]:
         """Rollouts for [B, P] prompts; every random draw comes from a generator seeded with `seed`.
         `images`: a vision-language model's row-aligned `pixel_values` and `image_grid_thw`."""
+        images = {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
+                  for k, v in images.items()}
         if self.decoder is not None:
-            if images:
-                raise ValueError(f"{self.name}: generation.decode {self.decode} takes text prompts only")
             gen = self.decoder.generate(prompt_ids, seed=seed, max_new_tokens=max_new_tokens, temperature=temperature,
-                                        eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+                                        eos_token_id=eos_token_id, pad_token_id=pad_token_id, **images)
         else:
             generator = torch.Generator(device=self.device).manual_seed(seed)
-            images = {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
-                      for k, v in images.items()}
             gen = generate(self.model, prompt_ids.to(self.device), max_new_tokens=max_new_tokens,
                            temperature=temperature, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
                            generator=generator, **images)

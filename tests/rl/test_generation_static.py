@@ -69,13 +69,10 @@ def test_batch_bucket(batch: int, bucket: int) -> None:
 
 
 def test_resolve_decode() -> None:
-    assert resolve_decode("auto", gpu=True, vision=False) == "graphs"
-    assert resolve_decode("auto", gpu=True, vision=True) == "eager"
-    assert resolve_decode("auto", gpu=False, vision=False) == "eager"
-    assert resolve_decode("static", gpu=False, vision=False) == "static"
+    assert resolve_decode("auto", gpu=True) == "graphs"
+    assert resolve_decode("auto", gpu=False) == "eager"
+    assert resolve_decode("static", gpu=False) == "static"
     with pytest.raises(ValueError, match="^generation.decode: graphs needs a GPU"):
-        resolve_decode("graphs", gpu=False, vision=False)
-    with pytest.raises(ValueError, match="^generation.decode: static decodes text models"):
-        resolve_decode("static", gpu=True, vision=True)
+        resolve_decode("graphs", gpu=False)
     with pytest.raises(ValueError, match="is not one of"):
-        resolve_decode("fast", gpu=True, vision=False)
+        resolve_decode("fast", gpu=True)
