@@ -135,7 +135,14 @@ def encode_prompts(tokenizer: Any, problems: Sequence[Any], layout: ImageLayout 
 
 def image_forward_kwargs(model: Any, input_ids: torch.Tensor, pixel_values: torch.Tensor | None,
                          image_grid_thw: torch.Tensor | None) -> dict[str, torch.Tensor]:
-    """Keyword arguments that give a VL model the images of rows `input_ids` ({} without images)."""
+    """Keyword arguments that give a VL model the images of rows `input_ids` ({} without images).
+
+    Also forgets the rotary offsets a VL model kept from its last prompt with images: HF's
+    Qwen3.5-VL stores them at prefill and adds them to every later decode step, so a batch without
+    images decoded after one with images would continue from the earlier rows' layouts."""
+    inner = getattr(model, "model", None)
+    if getattr(inner, "rope_deltas", None) is not None:
+        inner.rope_deltas = None
     if pixel_values is None:
         if image_grid_thw is not None:
             raise DataIntegrityError("image_grid_thw without pixel_values")

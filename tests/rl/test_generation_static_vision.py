@@ -107,6 +107,19 @@ def test_text_prompts_on_a_vision_model(tok) -> None:
     assert_same(eager(m, ids, {}, 3, **args), StaticDecoder(m, use_graphs=False).generate(ids, seed=3, **args))
 
 
+def test_text_prompts_after_images_decode_from_their_own_positions(tok) -> None:
+    """HF keeps the last image batch's rope deltas on the model; the eager loop must not reuse them."""
+    m = vl_model(tok, "qwen3_5")
+    ids = torch.randint(10, 40, (5, 8), generator=torch.Generator().manual_seed(2))
+    args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    fresh = eager(m, ids, {}, 3, **args)
+    eager(m, *image_prompts(m), 4, **args)
+    assert m.model.rope_deltas is not None and bool(m.model.rope_deltas.ne(0).any())
+    after_images = eager(m, ids, {}, 3, **args)
+    for name in FIELDS + ("gen_logprobs",):
+        assert torch.equal(getattr(fresh, name), getattr(after_images, name)), name
+
+
 def test_the_generation_worker_hands_the_images_to_the_static_decoder(tok) -> None:
     m = vl_model(tok, "qwen3_5")
     ids, images = image_prompts(m)
