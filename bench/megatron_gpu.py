@@ -72,6 +72,9 @@ def parse() -> argparse.Namespace:
                    help="policy.activation_checkpointing: recompute each layer in its backward")
     p.add_argument("--compile-layers", action="store_true",
                    help="experiment: torch.compile each transformer layer's forward")
+    p.add_argument("--gdn-compile", choices=["whole", "around"], default="whole",
+                   help="with --compile-layers: a linear-attention layer compiled whole (Dynamo meets fla's "
+                        "kernels inside the graph), or only its norms, MLP and the mixer's projections")
     p.add_argument("--out", default=None, help="append one JSON line per run (rank 0)")
     return p.parse_args()
 
@@ -119,8 +122,34 @@ def batch(rows: int, seq: int, vocab: int, seed: int) -> dict[str, torch.Tensor]
                 sample_mask=torch.ones(rows))
 
 
+def compile_gdn_around_the_mixer() -> None:
+    """`--gdn-compile around` (an experiment): after `compile_layers`, each gated-delta-net layer
+    runs its own forward eagerly again, with only its norms, MLP and the mixer's in/out projections
+    and output norm compiled, so fla's Triton kernels and the glue between them stay out of every
+    graph. Whole-layer compilation (the engine's) is the A of this A/B."""
+    from rl.backends.megatron import compile as mcomp
+
+    whole = mcomp.compile_layers
+
+    def compile_layers(model: torch.nn.Module) -> int:
+        n = whole(model)
+        for layer in getattr(model, "language_model", model).decoder.layers:
+            mixer = layer.self_attention
+            if type(mixer).__name__ != "GatedDeltaNet":
+                continue
+            del layer.forward  # the instance's compiled forward: back to the class's eager one
+            for part in (layer.input_layernorm, layer.pre_mlp_layernorm, layer.mlp, mixer.in_proj, mixer.out_norm,
+                         mixer.out_proj):
+                part.forward = torch.compile(part.forward, dynamic=None)
+        return n
+
+    mcomp.compile_layers = compile_layers
+
+
 def main() -> None:
     args = parse()
+    if args.gdn_compile == "around":
+        compile_gdn_around_the_mixer()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group("nccl")
     from rl.algorithms.loss import LossConfig
@@ -198,7 +227,8 @@ def main() -> None:
                   sp=args.sp, dp=backend.dp_size,
                   precision=args.precision, distributed_optimizer=args.distributed_optimizer,
                   rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, build_s=round(build_s, 2),
-                  compile_layers=args.compile_layers, activation_checkpointing=args.activation_checkpointing,
+                  compile_layers=args.compile_layers, gdn_compile=args.gdn_compile,
+                  activation_checkpointing=args.activation_checkpointing,
                   step_s=round(step_s, 4), step_s_range=[round(min(times), 4), round(max(times), 4)],
                   tokens_per_s=round(tokens / step_s),
                   logprobs_s=round(logprobs_s, 4), logprobs_tokens_per_s=round(tokens / logprobs_s),
