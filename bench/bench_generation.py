@@ -3,7 +3,9 @@
     python3 bench/bench_generation.py --model twin --batch 64 --prompt 32 --new 256 --out gen.jsonl
 
 Models: `twin` is the h200x2 twin of recipes/qwen3_5_35b.yaml (its model block, resolved by the
-harness), `dense_1b` / `moe_1b` are bench/megatron_gpu.py's (`--layers full|hybrid`). Weights are
+harness), `vlm_twin` that of recipes/qwen3_5_35b_vlm.yaml (each prompt: text, one random
+`--image`-pixel square image, text), `dense_1b` / `moe_1b` are bench/megatron_gpu.py's
+(`--layers full|hybrid`). Weights are
 random (seeded) in bf16 on the GPU; every variant samples at temperature 1 with no eos (each row
 makes exactly `--new` tokens), so tokens/s = batch x new / seconds, the median of `--repeats`
 timed calls after one untimed call (which pays HF's `torch.compile` or our graph capture: its
@@ -37,16 +39,53 @@ VARIANTS = ("ours_graphs", "ours_static", "ours_eager", "hf_static", "hf_dynamic
 
 def model_config(name: str, layers: str) -> tuple[dict, int]:
     """(model block, vocab size) of a bench model."""
-    if name == "twin":
+    if name in ("twin", "vlm_twin"):
         from harness.recipe.load import load_recipe
         from rl.tokenizer import load_tokenizer
 
-        model = load_recipe(ROOT / "recipes" / "qwen3_5_35b.yaml", scale="h200x2").data["model"]
-        return {"family": model["family"], "config": dict(model["config"])}, len(load_tokenizer(model["tokenizer"]))
+        recipe = "qwen3_5_35b.yaml" if name == "twin" else "qwen3_5_35b_vlm.yaml"
+        model = load_recipe(ROOT / "recipes" / recipe, scale="h200x2").data["model"]
+        block = {"family": model["family"], "modality": model.get("modality", "text"), "config": dict(model["config"]),
+                 "tokenizer": model["tokenizer"]}
+        return block, len(load_tokenizer(model["tokenizer"]))
     from megatron_gpu import model_cfg
 
     cfg = model_cfg(name, layers)
     return cfg, int(cfg["config"].get("vocab_size", 151936))
+
+
+def image_prompts(model, text: torch.Tensor, side: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Each row: half its text, one random side x side image's placeholder tokens, the rest."""
+    from rl.models.image_inputs import ImageLayout, patchify
+
+    layout = ImageLayout.of(model)
+    g = torch.Generator().manual_seed(2)
+    pixels, grid = patchify(torch.randint(0, 256, (text.shape[0], side, side, 3), dtype=torch.uint8, generator=g),
+                            layout)
+    tokens = int(grid[0].prod()) // layout.spatial_merge_size ** 2
+    image = torch.tensor([layout.vision_start_token_id, *[layout.image_token_id] * tokens, layout.vision_end_token_id],
+                         device=text.device).expand(text.shape[0], -1)
+    half = text.shape[1] // 2
+    return (torch.cat([text[:, :half], image, text[:, half:]], dim=1),
+            {"pixel_values": pixels.to(text.device, next(model.parameters()).dtype),
+             "image_grid_thw": grid.to(text.device)})
+
+
+def first_special(model) -> int:
+    """The lowest image-marker token id: random text stays below it."""
+    from rl.models.image_inputs import ImageLayout
+
+    layout = ImageLayout.of(model)
+    return min(layout.image_token_id, layout.vision_start_token_id, layout.vision_end_token_id)
+
+
+def hf_image_kwargs(model, prompt: torch.Tensor, images: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """HF `generate`'s keyword arguments for the same images (flattened patches, token types)."""
+    if not images:
+        return {}
+    from rl.models.image_inputs import image_forward_kwargs
+
+    return image_forward_kwargs(model, prompt, images["pixel_values"], images["image_grid_thw"])
 
 
 def timed(fn, repeats: int) -> tuple[float, float]:
@@ -64,7 +103,8 @@ def timed(fn, repeats: int) -> tuple[float, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="twin", choices=["twin", "dense_1b", "moe_1b"])
+    p.add_argument("--model", default="twin", choices=["twin", "vlm_twin", "dense_1b", "moe_1b"])
+    p.add_argument("--image", type=int, default=24, help="vlm_twin: the image side in pixels (its task's)")
     p.add_argument("--layers", default="hybrid", choices=["full", "hybrid"])
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--prompt", type=int, default=32)
@@ -81,10 +121,13 @@ def main() -> None:
     model_block, vocab = model_config(args.model, args.layers)
     model = build_model(model_block, vocab_size=vocab, seed=0).to("cuda", torch.bfloat16).eval()
     prompt = torch.randint(3, vocab, (args.batch, args.prompt), generator=torch.Generator().manual_seed(0)).cuda()
+    images = {}
+    if args.model == "vlm_twin":
+        prompt, images = image_prompts(model, prompt.clamp(max=first_special(model) - 1), args.image)
     mask = torch.ones_like(prompt)
-    ours = dict(max_new_tokens=args.new, temperature=1.0, eos_token_id=-1, pad_token_id=0)
+    ours = dict(max_new_tokens=args.new, temperature=1.0, eos_token_id=-1, pad_token_id=0, **images)
     hf = dict(attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=args.new,
-              eos_token_id=None, pad_token_id=0)
+              eos_token_id=None, pad_token_id=0, **hf_image_kwargs(model, prompt, images))
     graphs, static = StaticDecoder(model, use_graphs=True), StaticDecoder(model, use_graphs=False)
     runs = {
         "ours_graphs": lambda: graphs.generate(prompt, seed=1, **ours),
