@@ -7,7 +7,8 @@ One-rank gloo process on the CPU, the tiny MoE twin (4 experts, top-2):
 * the backend: a MoE layer has two expert parameters, and log-probs, two optimizer steps'
   losses and grad norms, and the weights after them agree (fp32, 1e-6) between the grouped path
   and the loop, and the grouped path is the one that ran (two `torch._grouped_mm` per MoE layer
-  and forward).
+  and forward); a run resumed from its checkpoint after step 1 ends bit for bit where the
+  uninterrupted run does.
 """
 
 from __future__ import annotations
@@ -69,10 +70,17 @@ def _train(grouped: bool) -> dict:
             out = {"expert_params": [n for n, _ in backend.gpt.named_parameters() if ".mlp.experts." in n],
                    "lp0": backend.logprobs(batch["input_ids"], batch["attention_mask"])}
             out["calls_per_forward"] = len(calls)
-            out["metrics"] = [backend.train_step(batch, num_tokens=int(batch["response_mask"].sum()),
-                                                 loss_cfg=LossConfig(), step=step) for step in (1, 2)]
+            num_tokens = int(batch["response_mask"].sum())
+            out["metrics"] = [backend.train_step(batch, num_tokens=num_tokens, loss_cfg=LossConfig(), step=1)]
+            saved = backend.state_dict(), backend.optimizer_state()
+            out["metrics"].append(backend.train_step(batch, num_tokens=num_tokens, loss_cfg=LossConfig(), step=2))
             out["lp1"] = backend.logprobs(batch["input_ids"], batch["attention_mask"])
             out["weights"] = backend.state_dict()
+            if grouped:  # the checkpoint after step 1 (HF weights, optimizer state), then step 2
+                resumed = _backend()
+                resumed.load_state(policy=saved[0], optimizer=saved[1])
+                resumed.train_step(batch, num_tokens=num_tokens, loss_cfg=LossConfig(), step=2)
+                out["resumed"] = resumed.state_dict()
     finally:
         torch._grouped_mm = real
     return out
@@ -182,6 +190,13 @@ def test_grouped_experts_match_the_loop_through_training(result: dict) -> None:
     assert set(grouped["weights"]) == set(looped["weights"])
     assert max((grouped["weights"][k] - looped["weights"][k]).abs().max().item()
                for k in grouped["weights"]) <= 1e-6
+
+
+def test_resume_from_a_checkpoint_is_bit_exact(result: dict) -> None:
+    """Step 2 from the checkpoint written after step 1 ends at the weights of the uninterrupted run."""
+    weights, resumed = result["grouped"]["weights"], result["grouped"]["resumed"]
+    assert set(resumed) == set(weights)
+    assert all(torch.equal(resumed[k], weights[k]) for k in weights)
 
 
 def test_supported_widths_follow_the_16_byte_stride_rule() -> None:
