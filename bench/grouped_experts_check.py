@@ -1,8 +1,9 @@
 """Grouped experts on a GPU: `python3 bench/grouped_experts_check.py` (CUDA, bf16).
 
 1. Correctness: `rl.backends.megatron.experts.grouped_glu_mlp` (two `torch._grouped_mm`) against
-   a per-expert loop, forward and the gradients of x, fc1 and fc2, with token counts that are not
-   multiples of 8 and empty experts. Exit 1 when any relative error is above 2e-2 (bf16).
+   the module's per-expert loop (`looped_glu_mlp`, its fallback), forward and the gradients of x,
+   fc1 and fc2, with token counts that are not multiples of 8 and empty experts. Exit 1 when any
+   relative error is above 2e-2 (bf16).
 2. Speed at moe_1b's shapes (16 experts, hidden 1024, expert FFN 512, 16k tokens x top-4): the
    grouped form against the loop, forward + backward, median of 20.
 One JSON line each.
@@ -17,16 +18,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-from rl.backends.megatron.experts import grouped_glu_mlp
+from rl.backends.megatron.experts import grouped_glu_mlp, looped_glu_mlp
 
 
-def loop_glu_mlp(x, fc1, fc2, counts, probs):
-    rows, start = [], 0
-    for e, n in enumerate(counts.tolist()):
-        gate, linear = (x[start:start + n] @ fc1[e].T).chunk(2, dim=-1)
-        rows.append(((F.silu(gate) * linear) * probs[start:start + n, None]).to(x.dtype) @ fc2[e].T)
-        start += n
-    return torch.cat(rows)
+def loop_glu_mlp(*args: torch.Tensor) -> torch.Tensor:
+    return looped_glu_mlp(*args, F.silu)
 
 
 def inputs(counts: list[int], hidden: int, ffn: int, seed: int = 0):

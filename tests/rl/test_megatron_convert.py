@@ -52,16 +52,36 @@ def test_shards_join_back_to_the_full_dict(hf, tp: int, ep: int) -> None:
     shards = {(t, e): conv.shard(full, rank=conv.ShardRank(tp_rank=t, tp_size=tp, ep_rank=e, ep_size=ep),
                                  num_experts=experts, sections=sections)
               for t in range(tp) for e in range(ep)}
-    local_experts = experts // ep if experts else 0
     for name, tensor in full.items():
-        match = conv._EXPERT.match(name)
-        if match:
-            e = int(match.group(2))
-            local = f"{match.group(1)}{e % local_experts}{match.group(3)}"
-            assert torch.equal(shards[(0, e // local_experts)][local], tensor)
+        if conv.expert_weight(name):  # EP rank e holds experts [e E/ep, (e+1) E/ep)
+            assert shards[(0, 0)][name].shape[0] == experts // ep
+            assert torch.equal(torch.cat([shards[(0, e)][name] for e in range(ep)]), tensor), name
             continue
         parts = [shards[(t, 0)][name] for t in range(tp)]
         assert torch.equal(conv._join(name, parts, sections), tensor), name
+
+
+def test_experts_are_hf_stacked_tensors_and_expert_tp_splits_each_matrix() -> None:
+    """A MoE layer has two expert weights, HF's own [E, out, in] tensors; under expert-TP each
+    expert's fc1 keeps its gate and up halves, fc2 its columns, and the parts join back."""
+    hf = build_model({"family": "qwen3_5_moe", "config": FULL_ATTENTION}, vocab_size=16, seed=3)
+    sd, experts = hf.state_dict(), hf.config.num_experts
+    full = conv.hf_to_mcore(sd, hf.config)
+    assert [k for k in full if k.startswith("decoder.layers.0.mlp.experts.")] == [
+        "decoder.layers.0.mlp.experts.fc1", "decoder.layers.0.mlp.experts.fc2"]
+    assert torch.equal(full["decoder.layers.0.mlp.experts.fc1"], sd["model.layers.0.mlp.experts.gate_up_proj"])
+    assert torch.equal(full["decoder.layers.0.mlp.experts.fc2"], sd["model.layers.0.mlp.experts.down_proj"])
+    for name in ("decoder.layers.0.mlp.experts.fc1", "decoder.layers.0.mlp.experts.fc2"):
+        ranks = [conv.shard({name: full[name]}, rank=conv.ShardRank(ep_rank=e, ep_size=2, etp_rank=t, etp_size=2),
+                            num_experts=experts)[name] for e in range(2) for t in range(2)]
+        joined = [conv._join(name, ranks[2 * e:2 * e + 2], dim=1) for e in range(2)]
+        assert torch.equal(torch.cat(joined), full[name]), name
+    fc1, half = full["decoder.layers.0.mlp.experts.fc1"], full["decoder.layers.0.mlp.experts.fc1"].shape[1] // 2
+    rank = conv.shard({"decoder.layers.0.mlp.experts.fc1": fc1}, num_experts=experts,
+                      rank=conv.ShardRank(ep_rank=1, ep_size=2, etp_rank=1, etp_size=2))
+    e = experts // 2  # EP rank 1's first expert; expert-TP rank 1: the second quarter of the gate and of the up rows
+    expected = torch.cat([fc1[e, half // 2:half], fc1[e, half + half // 2:]])
+    assert torch.equal(rank["decoder.layers.0.mlp.experts.fc1"][0], expected)
 
 
 def test_glu_shard_keeps_gate_and_up_halves() -> None:

@@ -114,8 +114,9 @@ def _case(world: int, family: str, parallel: dict) -> dict:
     backend = get_backend("megatron")(**kwargs, parallel=ParallelConfig(**parallel))
     share = ROWS // backend.dp_size
     rows = slice(backend.dp_rank * share, (backend.dp_rank + 1) * share)
+    loaded = backend.state_dict()  # the refit's gather (HF names) of the weights just sharded
     result = {"megatron": _train(backend, _batch(family), rows), "reports": backend.reports_metrics,
-              "initial": weights}
+              "initial": weights, "loaded": loaded}
     if world == 1:
         from rl.backends.torch import TorchBackend
 
@@ -229,6 +230,14 @@ def test_one_replica_over_two_ranks_matches_world_1(single: dict, two_ranks: dic
     _assert_same(_summed(ranks), _summed([single[family]]))
     _assert_weights(ranks[0]["megatron"]["weights"], one["weights"], atol=1e-4)
     _assert_weights(ranks[1]["megatron"]["weights"], ranks[0]["megatron"]["weights"], atol=0.0)
+
+
+def test_weights_round_trip_bit_exact_on_every_layout(single: dict, two_ranks: dict) -> None:
+    """HF weights -> this rank's shard (TP, EP, CP, PP) -> gathered HF weights, on every rank: unchanged."""
+    for case, ranks in [*((f, [r]) for f, r in single.items()), *two_ranks.items()]:
+        for rank, result in enumerate(ranks):
+            assert set(result["loaded"]) == set(result["initial"]), (case, rank)
+            assert all(torch.equal(result["loaded"][k], v) for k, v in result["initial"].items()), (case, rank)
 
 
 @pytest.mark.parametrize("family", ["qwen3_5_moe", "qwen3_5_moe_vl"])

@@ -463,8 +463,7 @@ class MegatronBackend:
             if model.vision_model is not None:
                 visual = {k: self._export(v, on_device).clone() for k, v in model.vision_model.state_dict().items()}
         local = {k: self._export(v, on_device).to(self._device()) for k, v in language.named_parameters()}
-        full = conv.gather_full(local, rank=self.rank, num_experts=self.num_experts,
-                                tp_group=ps.get_tensor_model_parallel_group(),
+        full = conv.gather_full(local, rank=self.rank, tp_group=ps.get_tensor_model_parallel_group(),
                                 ep_group=ps.get_expert_model_parallel_group(),
                                 etp_group=ps.get_expert_tensor_parallel_group(),
                                 sections=conv.gdn_sections(self.hf_config))

@@ -11,8 +11,10 @@ Layouts that are not a plain rename:
 * linear_qkv: per query group g, rows [q heads of g; their output gates; k_g; v_g]. HF's
   q_proj rows are per head [q_h; gate_h], then k_proj and v_proj.
 * linear_fc1 (SwiGLU): [gate; up]; under TP each rank holds [gate shard; up shard].
-* Experts: HF stacks them ([E, 2I, H] gate_up, [E, H, I] down); megatron has one module per
-  local expert, numbered from 0 on each expert-parallel rank.
+* Experts: stacked on both sides, in the same layout (`EXPERT_WEIGHTS`): HF's gate_up_proj
+  [E, 2I, H] is megatron's `mlp.experts.fc1` and down_proj [E, H, I] its `fc2`
+  (`rl.backends.megatron.experts.GroupedExperts`). An expert-parallel rank holds E/EP
+  consecutive experts (dim 0); expert-TP splits each expert's matrix as TP splits a dense MLP's.
 * Linear attention (gated delta net): in_proj = [q; k; v; z; beta; alpha] from HF's in_proj_qkv,
   in_proj_z, in_proj_b, in_proj_a; under TP each rank holds [q; k; v; z; beta; alpha] of its own
   heads (and conv1d [q; k; v] of them), so those two split per section (`gdn_sections`).
@@ -21,22 +23,32 @@ Copies are exact (no arithmetic), so HF -> megatron -> HF is bitwise.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["Piece", "ShardRank", "gather_full", "gdn_sections", "hf_to_mcore", "layout_shape", "local_entry",
-           "mcore_layout", "mcore_to_hf", "shard", "split_ranges", "split_rule"]
+__all__ = ["EXPERT_WEIGHTS", "Piece", "ShardRank", "expert_weight", "gather_full", "gdn_sections", "hf_to_mcore",
+           "layout_shape", "local_entry", "mcore_layout", "mcore_to_hf", "shard", "split_ranges", "split_rule"]
 
 _L = "decoder.layers.{}."
+
+# The routed experts of a MoE layer: megatron-core name (under the layer) -> (HF name under the
+# layer, how expert-TP splits each expert's matrix: `split_rule`). Both sides are [E, out, in].
+EXPERT_WEIGHTS = {"mlp.experts.fc1": ("mlp.experts.gate_up_proj", "glu"),  # [E, 2I, H], [gate; up]
+                  "mlp.experts.fc2": ("mlp.experts.down_proj", "cols")}  # [E, H, I]
+
+
+def expert_weight(name: str) -> str | None:
+    """The `EXPERT_WEIGHTS` key megatron tensor `name` ends with (None: not a stacked expert weight)."""
+    return next((k for k in EXPERT_WEIGHTS if name.endswith("." + k)), None)
 
 
 @dataclass(frozen=True)
 class Piece:
     """Rows [start, stop) of the HF tensor `name` (of its expert `expert`: HF stacks experts in
-    dim 0). Every megatron tensor is its pieces concatenated along dim 0 (`mcore_layout`)."""
+    dim 0). Every megatron tensor is its pieces concatenated along dim 0 (`mcore_layout`), but a
+    stacked expert weight, which is its pieces (one per expert) stacked along a new dim 0."""
 
     name: str
     start: int
@@ -106,8 +118,8 @@ def mcore_layout(cfg, shapes: dict[str, tuple[int, ...]]) -> dict[str, list[Piec
     def whole(name: str) -> list[Piece]:
         return [Piece(name, 0, shapes[name][0])]
 
-    def expert(name: str, e: int) -> list[Piece]:
-        return [Piece(name, 0, shapes[name][1], e)]
+    def expert(name: str, e: int) -> Piece:
+        return Piece(name, 0, shapes[name][1], e)
 
     out = {"embedding.word_embeddings.weight": whole("model.embed_tokens.weight"),
            "decoder.final_layernorm.weight": whole("model.norm.weight"),
@@ -132,10 +144,8 @@ def mcore_layout(cfg, shapes: dict[str, tuple[int, ...]]) -> dict[str, list[Piec
             out[sa + "k_layernorm.weight"] = whole(a + "k_norm.weight")
         if h + "mlp.gate.weight" in shapes:
             out[m + "mlp.router.weight"] = whole(h + "mlp.gate.weight")
-            gate_up, down = h + "mlp.experts.gate_up_proj", h + "mlp.experts.down_proj"
-            for e in range(shapes[gate_up][0]):  # [E, 2I, H] = [gate; up] per expert, [E, H, I]
-                out[m + f"mlp.experts.local_experts.{e}.linear_fc1.weight"] = expert(gate_up, e)
-                out[m + f"mlp.experts.local_experts.{e}.linear_fc2.weight"] = expert(down, e)
+            for mcore, (hf, _) in EXPERT_WEIGHTS.items():
+                out[m + mcore] = [expert(h + hf, e) for e in range(shapes[h + hf][0])]
             s = h + "mlp.shared_expert."
             if s + "gate_proj.weight" in shapes:
                 out[m + "mlp.shared_experts.linear_fc1.weight"] = (whole(s + "gate_proj.weight")
@@ -151,8 +161,9 @@ def mcore_layout(cfg, shapes: dict[str, tuple[int, ...]]) -> dict[str, list[Piec
 def layout_shape(pieces: list[Piece], shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
     """The shape of the megatron tensor `pieces` make."""
     first = pieces[0]
-    rest = shapes[first.name][2 if first.expert is not None else 1:]
-    return (sum(p.rows for p in pieces), *rest)
+    if first.expert is not None:
+        return (len(pieces), first.rows, *shapes[first.name][2:])
+    return (sum(p.rows for p in pieces), *shapes[first.name][1:])
 
 
 def hf_to_mcore(hf: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
@@ -163,8 +174,12 @@ def hf_to_mcore(hf: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
         t = hf[p.name] if p.expert is None else hf[p.name][p.expert]
         return t.detach()[p.start:p.stop]
 
-    return {name: torch.cat([rows(p) for p in pieces]) if len(pieces) > 1 else rows(pieces[0]).clone()
-            for name, pieces in layout.items()}
+    def make(pieces: list[Piece]) -> torch.Tensor:
+        if pieces[0].expert is not None:
+            return torch.stack([rows(p) for p in pieces])
+        return torch.cat([rows(p) for p in pieces]) if len(pieces) > 1 else rows(pieces[0]).clone()
+
+    return {name: make(pieces) for name, pieces in layout.items()}
 
 
 def mcore_to_hf(full: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
@@ -188,11 +203,7 @@ def mcore_to_hf(full: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
             out[a + "k_norm.weight"] = full[m + "self_attention.k_layernorm.weight"]
         if m + "mlp.router.weight" in full:
             out[h + "mlp.gate.weight"] = full[m + "mlp.router.weight"]
-            num = cfg.num_experts
-            out[h + "mlp.experts.gate_up_proj"] = torch.stack(
-                [full[m + f"mlp.experts.local_experts.{e}.linear_fc1.weight"] for e in range(num)])
-            out[h + "mlp.experts.down_proj"] = torch.stack(
-                [full[m + f"mlp.experts.local_experts.{e}.linear_fc2.weight"] for e in range(num)])
+            out.update({h + hf: full[m + mcore] for mcore, (hf, _) in EXPERT_WEIGHTS.items()})
             if m + "mlp.shared_experts.linear_fc1.weight" in full:
                 gate, up = full[m + "mlp.shared_experts.linear_fc1.weight"].chunk(2)
                 s = h + "mlp.shared_expert."
@@ -208,9 +219,6 @@ def mcore_to_hf(full: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
 
 # --- sharding over tensor and expert parallelism ------------------------------------------------
 
-_EXPERT = re.compile(r"^(.*\.mlp\.experts\.local_experts\.)(\d+)(\..*)$")
-
-
 @dataclass(kw_only=True, frozen=True)
 class ShardRank:
     """This rank's coordinates: tensor-parallel and expert-parallel (and expert-TP) rank and size."""
@@ -225,7 +233,11 @@ class ShardRank:
 
 def split_rule(name: str) -> str:
     """How a parameter is split: 'rows' (dim 0), 'cols' (dim 1), 'glu' (rows, per half),
-    'sections' (rows, per section of `gdn_sections`) or 'none'."""
+    'sections' (rows, per section of `gdn_sections`) or 'none'. A stacked expert weight: how each
+    expert's matrix is split (dims 1 and 2)."""
+    expert = expert_weight(name)
+    if expert is not None:
+        return EXPERT_WEIGHTS[expert][1]
     if name.endswith(("self_attention.in_proj.weight", "self_attention.conv1d.weight")):
         return "sections"
     if name.endswith(("word_embeddings.weight", "output_layer.weight", "linear_qkv.weight",
@@ -238,10 +250,10 @@ def split_rule(name: str) -> str:
     return "none"
 
 
-def _sections_of(name: str, t: torch.Tensor, sections: dict[str, tuple[int, ...]] | None, parts: int = 1):
-    """The section sizes of `name` (of a tensor that is 1/parts of the full one); GLU: two halves."""
+def _sections_of(name: str, rows: int, sections: dict[str, tuple[int, ...]] | None, parts: int = 1) -> list[int]:
+    """The section sizes of `name`'s `rows` rows (of a tensor that is 1/parts of the full one); GLU: two halves."""
     if split_rule(name) == "glu":
-        return [t.shape[0] // 2] * 2
+        return [rows // 2] * 2
     suffix = next((k for k in (sections or {}) if name.endswith(k)), None)
     if suffix is None:
         raise ValueError(f"{name}: split per section, but no sections given (gdn_sections)")
@@ -257,10 +269,10 @@ def _chunk(start: int, stop: int, rank: int, size: int) -> tuple[int, int]:
 
 def split_ranges(name: str, shape: tuple[int, ...], rank: int, size: int, sections=None
                  ) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
-    """Which part of the full tensor `name` (of `shape`) rank `rank` of `size` holds: its row
-    ranges, in order, and its column range (None: all columns). The one statement of the TP split
-    (`split_rule`), used by `shard` on a tensor in memory and by `rl.backends.megatron.load` on
-    a safetensors file."""
+    """Which part of the full tensor `name` (of `shape`; of a stacked expert weight, one expert's
+    matrix) rank `rank` of `size` holds: its row ranges, in order, and its column range (None: all
+    columns). The one statement of the TP split (`split_rule`), used by `shard` on a tensor in
+    memory and by `rl.backends.megatron.load` on a safetensors file."""
     rule = split_rule(name)
     if size == 1 or rule == "none":
         return [(0, shape[0])], None
@@ -268,57 +280,57 @@ def split_ranges(name: str, shape: tuple[int, ...], rank: int, size: int, sectio
         return [_chunk(0, shape[0], rank, size)], None
     if rule == "cols":
         return [(0, shape[0])], _chunk(0, shape[1], rank, size)
-    sizes = _sections_of(name, torch.empty(shape[0], 0), sections)
+    sizes = _sections_of(name, shape[0], sections)
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     return [_chunk(start, start + n, rank, size) for start, n in zip(starts, sizes)], None
 
 
-def _split(name: str, t: torch.Tensor, rank: int, size: int, sections=None) -> torch.Tensor:
-    ranges, cols = split_ranges(name, tuple(t.shape), rank, size, sections)
+def _split(name: str, t: torch.Tensor, rank: int, size: int, sections=None, dim: int = 0) -> torch.Tensor:
+    """Rank `rank`'s part of `t`, `split_ranges` applied to its dims `dim` (rows) and `dim` + 1."""
     if size == 1 or split_rule(name) == "none":
         return t
-    out = torch.cat([t[a:b] for a, b in ranges]) if len(ranges) > 1 else t[ranges[0][0]:ranges[0][1]]
-    return out if cols is None else out[:, cols[0]:cols[1]]
+    ranges, cols = split_ranges(name, tuple(t.shape[dim:]), rank, size, sections)
+    parts = [t.narrow(dim, a, b - a) for a, b in ranges]
+    out = torch.cat(parts, dim=dim) if len(parts) > 1 else parts[0]
+    return out if cols is None else out.narrow(dim + 1, cols[0], cols[1] - cols[0])
 
 
-def _join(name: str, parts: list[torch.Tensor], sections=None) -> torch.Tensor:
+def _join(name: str, parts: list[torch.Tensor], sections=None, dim: int = 0) -> torch.Tensor:
+    """The inverse of `_split`: every rank's part, in rank order, joined."""
     rule = split_rule(name)
     if len(parts) == 1 or rule == "none":
         return parts[0]
     if rule == "rows":
-        return torch.cat(parts, dim=0)
+        return torch.cat(parts, dim=dim)
     if rule == "cols":
-        return torch.cat(parts, dim=1)
-    split = [torch.split(p, _sections_of(name, p, sections, parts=len(parts)), dim=0) for p in parts]
-    return torch.cat([rank_pieces[i] for i in range(len(split[0])) for rank_pieces in split])
+        return torch.cat(parts, dim=dim + 1)
+    split = [torch.split(p, _sections_of(name, p.shape[dim], sections, parts=len(parts)), dim=dim) for p in parts]
+    return torch.cat([rank_pieces[i] for i in range(len(split[0])) for rank_pieces in split], dim=dim)
 
 
 def local_entry(name: str, *, rank: ShardRank, num_experts: int = 0,
                 sections: dict[str, tuple[int, ...]] | None = None
-                ) -> tuple[str, int, int, dict[str, tuple[int, ...]] | None] | None:
-    """Where full tensor `name` goes on this rank: (its local name, the rank and size of the group
-    that splits it, the sections), or None when the rank does not hold it (another expert-parallel
-    rank's expert). Experts are renumbered from 0 on each EP rank and split over expert-TP."""
-    match = _EXPERT.match(name)
-    if not match:
-        return name, rank.tp_rank, rank.tp_size, sections
-    local_experts = num_experts // rank.ep_size
-    e = int(match.group(2))
-    if e // local_experts != rank.ep_rank:
-        return None
-    return f"{match.group(1)}{e % local_experts}{match.group(3)}", rank.etp_rank, rank.etp_size, None
+                ) -> tuple[int, int, dict[str, tuple[int, ...]] | None, tuple[int, int] | None]:
+    """How this rank holds full tensor `name` (under the same name): the rank and size of the group
+    that splits it, the sections, and, for a stacked expert weight, the experts it holds ([start,
+    stop) of dim 0: E/EP consecutive ones; expert-TP then splits each expert's matrix)."""
+    if expert_weight(name) is None:
+        return rank.tp_rank, rank.tp_size, sections, None
+    local = num_experts // rank.ep_size
+    return rank.etp_rank, rank.etp_size, None, (rank.ep_rank * local, (rank.ep_rank + 1) * local)
 
 
 def shard(full: dict[str, torch.Tensor], *, rank: ShardRank, num_experts: int = 0,
           sections: dict[str, tuple[int, ...]] | None = None) -> dict[str, torch.Tensor]:
-    """This rank's GPTModel state dict from the full dict (experts renumbered locally);
-    `sections`: `gdn_sections(cfg)` when the model has linear-attention layers."""
+    """This rank's GPTModel state dict from the full dict; `sections`: `gdn_sections(cfg)` when
+    the model has linear-attention layers."""
     out = {}
     for name, t in full.items():
-        entry = local_entry(name, rank=rank, num_experts=num_experts, sections=sections)
-        if entry is not None:
-            local, r, size, secs = entry
-            out[local] = _split(name, t, r, size, secs).clone()
+        r, size, secs, experts = local_entry(name, rank=rank, num_experts=num_experts, sections=sections)
+        if experts is None:
+            out[name] = _split(name, t, r, size, secs).clone()
+        else:
+            out[name] = _split(name, t[experts[0]:experts[1]], r, size, dim=1).clone()
     return out
 
 
@@ -330,22 +342,18 @@ def _all_gather(t: torch.Tensor, group, size: int) -> list[torch.Tensor]:
     return parts
 
 
-def gather_full(local: dict[str, torch.Tensor], *, rank: ShardRank, num_experts: int = 0,
-                tp_group=None, ep_group=None, etp_group=None,
-                sections: dict[str, tuple[int, ...]] | None = None) -> dict[str, torch.Tensor]:
+def gather_full(local: dict[str, torch.Tensor], *, rank: ShardRank, tp_group=None, ep_group=None,
+                etp_group=None, sections: dict[str, tuple[int, ...]] | None = None) -> dict[str, torch.Tensor]:
     """The full dict from every rank's shard; a collective over the TP, EP and expert-TP groups.
 
     Every rank must call it with the same names in the same order (sorted here).
     """
-    local_experts = num_experts // rank.ep_size if num_experts else 0
     out = {}
     for name in sorted(local):
         t = local[name].detach()
-        match = _EXPERT.match(name)
-        if match:
-            joined = _join(name, _all_gather(t, etp_group, rank.etp_size))
-            for r, part in enumerate(_all_gather(joined, ep_group, rank.ep_size)):
-                out[f"{match.group(1)}{r * local_experts + int(match.group(2))}{match.group(3)}"] = part
+        if expert_weight(name) is not None:
+            joined = _join(name, _all_gather(t, etp_group, rank.etp_size), dim=1)
+            out[name] = torch.cat(_all_gather(joined, ep_group, rank.ep_size))
         else:
             out[name] = _join(name, _all_gather(t, tp_group, rank.tp_size), sections)
     return out

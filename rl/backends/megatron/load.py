@@ -8,8 +8,9 @@
 model loaded with `from_pretrained(..., dtype=float32)` (same keys, same values, bit for bit);
 `visual` the vision tower's state dict (replicated, first pipeline stage only). The layout is
 `rl.backends.megatron.convert`'s: `mcore_layout` says which HF rows make each megatron tensor, `to_stage`
-which tensors a pipeline stage holds, `local_entry` which experts an EP rank holds, and
-`split_ranges` which rows and columns a TP rank holds of each; the reads are their
+which tensors a pipeline stage holds, `local_entry` which experts an EP rank holds (dim 0 of a
+stacked expert weight), and `split_ranges` which rows and columns a TP rank holds of each (of
+each expert's matrix); the reads are their
 intersection, done with `safe_open(...).get_slice`, so a rank reads its own bytes only (up to
 the safetensors headers). Values are cast to `dtype` after the read (a bf16 checkpoint becomes
 fp32 exactly as `from_pretrained(dtype=float32)` does).
@@ -164,6 +165,14 @@ def _intersect(pieces: list[conv.Piece], ranges: list[tuple[int, int]]) -> list[
     return out
 
 
+def _read(ckpt: SafetensorsCheckpoint, pieces: list[conv.Piece],
+          split: tuple[list[tuple[int, int]], tuple[int, int] | None], dtype: torch.dtype) -> torch.Tensor:
+    """The part `split` (row ranges, column range: `split_ranges`) of the tensor `pieces` make, cast to `dtype`."""
+    ranges, cols = split
+    parts = [ckpt.read(p, cols).to(dtype) for p in _intersect(pieces, ranges)]
+    return (torch.cat(parts) if len(parts) > 1 else parts[0]).contiguous()
+
+
 def load_rank(ckpt: SafetensorsCheckpoint, cfg, *, rank: conv.ShardRank, num_experts: int,
               sections: dict[str, tuple[int, ...]] | None, offset: int, count: int, first: bool, last: bool,
               vision: bool = False, dtype: torch.dtype = torch.float32
@@ -175,12 +184,12 @@ def load_rank(ckpt: SafetensorsCheckpoint, cfg, *, rank: conv.ShardRank, num_exp
     layout = to_stage(conv.mcore_layout(cfg, ckpt.shapes), offset=offset, count=count, first=first, last=last)
     text = {}
     for name, pieces in layout.items():
-        entry = conv.local_entry(name, rank=rank, num_experts=num_experts, sections=sections)
-        if entry is None:
-            continue
-        local, r, size, secs = entry
-        ranges, cols = conv.split_ranges(name, conv.layout_shape(pieces, ckpt.shapes), r, size, secs)
-        parts = [ckpt.read(p, cols).to(dtype) for p in _intersect(pieces, ranges)]
-        text[local] = (torch.cat(parts) if len(parts) > 1 else parts[0]).contiguous()
+        r, size, secs, experts = conv.local_entry(name, rank=rank, num_experts=num_experts, sections=sections)
+        shape = conv.layout_shape(pieces, ckpt.shapes)
+        if experts is None:
+            text[name] = _read(ckpt, pieces, conv.split_ranges(name, shape, r, size, secs), dtype)
+        else:  # one piece per expert; each expert's matrix split as a dense one
+            split = conv.split_ranges(name, shape[1:], r, size)
+            text[name] = torch.stack([_read(ckpt, [p], split, dtype) for p in pieces[experts[0]:experts[1]]])
     visual = {k: v.to(dtype) for k, v in ckpt.read_visual().items()} if vision and first else {}
     return text, visual
