@@ -159,8 +159,8 @@ REFUSED: dict[str, tuple[object, str]] = {
 }
 # generation.backend: vllm is refused on a machine without it, or without an engine module
 # driving it: tests/rl/test_preflight.py (machine checks).
-# policy.sequence_packing.enabled: true is refused for megatron and distillation:
-# tests/rl/test_preflight.py.
+# policy.sequence_packing.enabled: true is refused for megatron with cp > 1 or a VLM, and for
+# distillation: tests/rl/test_preflight.py.
 
 
 def schema_leaves(node: dict, path: str = "") -> set[str]:
