@@ -6,7 +6,8 @@ one train step on the same rows; the packed one must give the unpacked one's log
 metrics and gradients (each parameter's `main_grad` after the step). Rows have random lengths
 and a packed row holds several of them (asserted on the plan). Twins: Qwen3.5 all-attention
 ("dense"), its hybrid layout (3 gated-delta-net layers, then attention) and the MoE hybrid; on
-one rank, and the hybrid with TP 2 + sequence parallelism and the MoE with EP 2 on two.
+one rank, and on two the hybrid with TP 2 + sequence parallelism, the MoE with EP 2 and the
+hybrid on two pipeline stages.
 Controls on the dense and hybrid twins: attention that only masks the future (not the other
 sequences of its packed row), or gated-delta-net cuts only at packed rows, move the log-probs
 by far more than the tolerance. Tolerances (fp32): log-probs 1e-5 absolute, metrics 1e-5
@@ -132,10 +133,10 @@ def test_packed_rows_give_the_padded_rows_log_probs_loss_and_gradients(twin: str
     _assert_same(result)
 
 
-@pytest.mark.parametrize(("twin", "parallel"), [("hybrid", {"tp": 2, "sp": True}), ("moe", {"ep": 2})],
-                         ids=["tp2_sp", "ep2"])
+@pytest.mark.parametrize(("twin", "parallel"), [("hybrid", {"tp": 2, "sp": True}), ("moe", {"ep": 2}),
+                                               ("hybrid", {"pp": 2})], ids=["tp2_sp", "ep2", "pp2"])
 def test_packing_on_two_ranks_matches_padding(twin: str, parallel: dict) -> None:
-    for result in _ranks(twin, parallel):
+    for result in _ranks(twin, parallel):  # pp: each stage's gradients; log-probs and loss on the last
         _assert_same(result)
 
 
