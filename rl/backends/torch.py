@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from rl.algorithms.loss import LossConfig
 from rl.backends import register
-from rl.backends.train_step import TRAIN_FIELDS, backward_micro_batch, micro_batches, packed_micro_batches, schedule_lr
+from rl.backends.train_step import TRAIN_FIELDS, Forward, backward_micro_batch, forwards, schedule_lr
 from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
 from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
@@ -47,21 +47,12 @@ def _check_data_parallel_only(parallel: ParallelConfig | None, precision: str, d
         raise ValueError("policy.compile: the torch backend runs eager; use policy.backend: megatron")
 
 
-# A forward: its columns on the device, the batch rows it holds (the first len(rows) of it;
-# the rest are padding copies), and its packing (None: padded rows).
-Forward = tuple[dict[str, torch.Tensor], torch.Tensor, Packing | None]
-
-
 def _cut(columns: dict[str, torch.Tensor], *, size: int, packing: SequencePackingConfig,
-              device: torch.device) -> list[Forward]:
-    """A pass's micro-batches, cut on the host (index arithmetic on a device tensor waits for the
-    GPU), each sent to `device` once."""
-    if packing.enabled:
-        cut = packed_micro_batches(columns, size, packing.max_tokens_per_row)
-    else:
-        cut = [(mb, torch.arange(start, start + real), None)
-               for start, (mb, real) in zip(range(0, len(columns["input_ids"]), size), micro_batches(columns, size))]
-    return [({k: v.to(device, non_blocking=True) for k, v in mb.items()}, rows, plan) for mb, rows, plan in cut]
+         device: torch.device) -> list[Forward]:
+    """A pass's forwards (`forwards`), cut on the host (index arithmetic on a device tensor waits
+    for the GPU), each sent to `device` once."""
+    return [({k: v.to(device, non_blocking=True) for k, v in mb.items()}, rows, plan)
+            for mb, rows, plan in forwards(columns, size, packing)]
 
 
 def _token_logprobs(model: torch.nn.Module, mb: dict[str, torch.Tensor], packing: Packing | None,

@@ -12,12 +12,12 @@ from __future__ import annotations
 import torch
 
 from rl.algorithms.loss import LossConfig, clipped_pg_loss
-from rl.config import OptimizerConfig
+from rl.config import OptimizerConfig, SequencePackingConfig
 from rl.lr_schedule import lr_at
 from rl.models.packing import Packing, packed_groups, row_lengths
 
-__all__ = ["TRAIN_FIELDS", "add_metrics", "backward_micro_batch", "micro_batch_loss", "micro_batches",
-           "packed_micro_batches", "schedule_lr"]
+__all__ = ["TRAIN_FIELDS", "Forward", "add_metrics", "backward_micro_batch", "forwards", "micro_batch_loss",
+           "micro_batches", "packed_micro_batches", "schedule_lr"]
 
 # Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
 TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", "prev_logprobs",
@@ -54,6 +54,22 @@ def packed_micro_batches(columns: dict[str, torch.Tensor], size: int, budget: in
         index = torch.tensor(rows, dtype=torch.long)
         out.append(({k: v[index] for k, v in columns.items()}, index, packing))
     return out
+
+
+# A forward: its columns, the batch rows it holds (the first len(rows) of it; the rest are
+# padding copies), and its packing (None: padded rows).
+Forward = tuple[dict[str, torch.Tensor], torch.Tensor, Packing | None]
+
+
+def forwards(columns: dict[str, torch.Tensor], size: int, packing: SequencePackingConfig, *,
+             multiple: int = 1) -> list[Forward]:
+    """A pass's forwards: `micro_batches`, or with `packing.enabled` `packed_micro_batches`, its
+    budget rounded up to a multiple of `multiple` (a backend whose packed row must split evenly)."""
+    if packing.enabled:
+        budget = packing.max_tokens_per_row or columns["attention_mask"].shape[1]
+        return packed_micro_batches(columns, size, -(-budget // multiple) * multiple)
+    return [(mb, torch.arange(start, start + real), None)
+            for start, (mb, real) in zip(range(0, len(columns["input_ids"]), size), micro_batches(columns, size))]
 
 
 def micro_batch_loss(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,

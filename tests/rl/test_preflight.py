@@ -183,8 +183,14 @@ def test_the_torch_training_backend_limits_are_refused_before_launch(key, value,
 def test_sequence_packing_is_refused_where_the_engine_cannot_pack():
     packing = {"enabled": True}
     assert static_refusals(recipe(policy__sequence_packing=packing)) == []
-    (line,) = static_refusals(recipe(policy__sequence_packing=packing, policy__backend="megatron"))
-    assert line.startswith("policy.sequence_packing.enabled: the megatron backend pads every row")
+    assert static_refusals(recipe(policy__sequence_packing=packing, policy__backend="megatron")) == []
+    (line,) = static_refusals(recipe(policy__sequence_packing=packing, policy__backend="megatron",
+                                     policy__parallel={"cp": 2}))
+    assert line.startswith("policy.sequence_packing.enabled with policy.parallel.cp = 2: the megatron backend")
+    vision = static_refusals(recipe(policy__sequence_packing=packing, policy__backend="megatron",
+                                    model__modality="vision"))  # a text recipe's VLM: other lines too
+    assert any(line.startswith("policy.sequence_packing.enabled with model.modality: vision: the megatron backend")
+               for line in vision), vision
     distill = yaml.safe_load((ROOT / "recipes" / "xtoken_distill_cpu.yaml").read_text())
     assert static_refusals(distill) == []
     distill["policy"]["sequence_packing"] = packing

@@ -68,8 +68,8 @@ READERS: dict[str, tuple[str, str]] = {
     "policy.distributed_optimizer": ("rl/run.py", "cfg.policy.distributed_optimizer"),
     "policy.compile": ("rl/run.py", '"compile": cfg.policy.compile'),
     "policy.activation_checkpointing": ("rl/run.py", "cfg.policy.activation_checkpointing"),
-    "policy.sequence_packing.enabled": ("rl/backends/torch.py", "packing.enabled"),
-    "policy.sequence_packing.max_tokens_per_row": ("rl/backends/torch.py", "packing.max_tokens_per_row"),
+    "policy.sequence_packing.enabled": ("rl/backends/train_step.py", "packing.enabled"),
+    "policy.sequence_packing.max_tokens_per_row": ("rl/backends/train_step.py", "packing.max_tokens_per_row"),
     "policy.optimizer.lr": ("rl/backends/torch.py", 'optimizer_cfg.lr'),
     "policy.optimizer.weight_decay": ("rl/backends/torch.py", 'optimizer_cfg.weight_decay'),
     "policy.optimizer.betas": ("rl/backends/torch.py", 'optimizer_cfg.betas'),
@@ -159,8 +159,8 @@ REFUSED: dict[str, tuple[object, str]] = {
 }
 # generation.backend: vllm is refused on a machine without it, or without an engine module
 # driving it: tests/rl/test_preflight.py (machine checks).
-# policy.sequence_packing.enabled: true is refused for megatron and distillation:
-# tests/rl/test_preflight.py.
+# policy.sequence_packing.enabled: true is refused for megatron with cp > 1 or a VLM, and for
+# distillation: tests/rl/test_preflight.py.
 
 
 def schema_leaves(node: dict, path: str = "") -> set[str]:

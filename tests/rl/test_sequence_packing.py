@@ -21,7 +21,7 @@ import torch
 
 from rl.algorithms.loss import LossConfig
 from rl.backends.torch import TorchBackend
-from rl.config import OptimizerConfig, SequencePackingConfig
+from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
 from rl.envs import make_env
 from rl.models import ImageLayout, build_model, encode_prompts, token_logprobs
 from rl.models.packed_forward import packed_token_logprobs
@@ -184,13 +184,14 @@ def test_a_backend_with_a_short_budget_refuses_the_row_naming_the_key() -> None:
         backend.logprobs(ids, mask)
 
 
-def test_the_megatron_backend_refuses_packing_before_building_anything() -> None:
+def test_the_megatron_backend_refuses_packing_with_context_parallelism_before_building_anything() -> None:
     if importlib.util.find_spec("megatron") is None:
         pytest.skip("megatron-core not installed")
     from rl.backends import get_backend
-    from rl.backends.megatron import PACKING_REFUSAL
+    from rl.backends.megatron import packing_refusals
 
     with pytest.raises(ValueError) as info:
         get_backend("megatron")(model_cfg={}, vocab_size=VOCAB, optimizer_cfg=OptimizerConfig(), micro_batch_size=1,
-                                weights=None, seed=0, sequence_packing=SequencePackingConfig(enabled=True))
-    assert str(info.value) == PACKING_REFUSAL
+                                weights=None, seed=0, parallel=ParallelConfig(cp=2),
+                                sequence_packing=SequencePackingConfig(enabled=True))
+    assert str(info.value) == packing_refusals(cp=2, vision=False)[0]

@@ -17,8 +17,9 @@ the torch backend.
 
 Context parallelism (cp > 1) gathers keys and values inside attention (`rl.backends.megatron.context`);
 pipeline parallelism (pp > 1) runs megatron's 1F1B schedule over the micro-batches
-(`rl.backends.megatron.pipeline`). TP, CP and PP ranks of one replica get the same rows; the reporting rank
-of a replica is TP rank 0, CP rank 0, last pipeline stage.
+(`rl.backends.megatron.pipeline`). TP, CP and PP ranks of one replica get the same rows; the
+reporting rank of a replica is TP rank 0, CP rank 0, last pipeline stage. Sequence packing (text
+models, cp 1) forwards packed rows in megatron's THD layout (`rl.backends.megatron.packed`).
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ from __future__ import annotations
 import copy
 import datetime
 import socket
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
 from rl.backends import register
-from rl.backends.megatron import PACKING_REFUSAL, shims
+from rl.backends.megatron import packing_refusals, shims
 
 shims.apply()
 
@@ -56,19 +57,22 @@ from rl.backends.megatron import compile as mcomp  # noqa: E402
 from rl.backends.megatron import config as mcfg  # noqa: E402
 from rl.backends.megatron import context as mctx  # noqa: E402
 from rl.backends.megatron import convert as conv  # noqa: E402
+from rl.backends.megatron import packed as mpack  # noqa: E402
 from rl.backends.megatron import pipeline as mpipe  # noqa: E402
 from rl.backends.megatron import vision as mvis  # noqa: E402
 from rl.backends.train_step import (  # noqa: E402
     TRAIN_FIELDS,
+    Forward,
     add_metrics,
     backward_micro_batch,
+    forwards,
     micro_batch_loss,
-    micro_batches,
     schedule_lr,
 )
 from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig  # noqa: E402
 from rl.data.errors import DataIntegrityError  # noqa: E402
 from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
+from rl.models.packing import Packing  # noqa: E402
 from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
 
 __all__ = ["MegatronBackend", "hf_config_of"]
@@ -146,15 +150,21 @@ class MegatronBackend:
             (`rl.backends.megatron.compile`).
         activation_checkpointing: `policy.activation_checkpointing`: megatron's full recompute,
             one layer at a time (only each layer's input is kept for the backward).
-        sequence_packing: `policy.sequence_packing`: refused when enabled (`PACKING_REFUSAL`).
+        sequence_packing: `policy.sequence_packing` (None: off): the log-prob and training passes
+            forward packed rows (`rl.backends.megatron.packed`); refused with cp > 1 and for a
+            VLM (`packing_refusals`).
     """
 
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig, micro_batch_size: int,
                  weights: dict[str, torch.Tensor] | None, seed: int, parallel: ParallelConfig | None = None,
                  precision: str = "fp32", distributed_optimizer: bool = False, compile: bool = False,
                  activation_checkpointing: bool = False, sequence_packing: SequencePackingConfig | None = None) -> None:
-        if sequence_packing is not None and sequence_packing.enabled:
-            raise ValueError(PACKING_REFUSAL)
+        self.packing = sequence_packing if sequence_packing is not None else SequencePackingConfig()
+        if self.packing.enabled:
+            refusals = packing_refusals(cp=(parallel or ParallelConfig()).cp,
+                                        vision=model_cfg.get("modality") == "vision")
+            if refusals:
+                raise ValueError(refusals[0])
         if compile and shims.on_cpu():
             raise ValueError(mcomp.CPU_REFUSAL)
         if precision not in PRECISIONS:
@@ -335,24 +345,37 @@ class MegatronBackend:
         labels = torch.nn.functional.pad(ids_p[:, 1:], (0, 1))[:, index].to(dev)  # each token's next token
         return inputs, labels, total
 
+    def _next_logprobs(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Each token's fp32 log-prob of its label, from this rank's logits [B, S, V/TP]."""
+        if self.fused_logprobs:
+            return mcomp.compiled_next_token_logprobs(logits, labels)
+        return -tensor_parallel.vocab_parallel_cross_entropy(logits.float().contiguous(), labels)
+
     def _logprobs_of(self, logits: torch.Tensor, labels: torch.Tensor, total: int, mask: torch.Tensor) -> torch.Tensor:
         """[B, T] fp32 log-probs from this rank's logits [B, local, V/TP], out[:, 0] = 0, 0 on padding
         (the HF `token_logprobs` contract); whole rows are gathered over CP. On the logits' device:
         the loss is computed there, and only `logprobs` answers come back to the CPU."""
         rows, length = mask.shape
-        if self.fused_logprobs:
-            next_lp = mcomp.compiled_next_token_logprobs(logits, labels)
-        else:
-            next_lp = -tensor_parallel.vocab_parallel_cross_entropy(logits.float().contiguous(), labels)
-        next_lp = mctx.gather_tokens(next_lp, total)
+        next_lp = mctx.gather_tokens(self._next_logprobs(logits, labels), total)
         lp = next_lp[:, : length - 1] * mask[:, 1:].to(next_lp.device, torch.float32)
         return torch.cat([lp.new_zeros(rows, 1), lp], dim=1)
 
-    def _forward_logprobs(self, model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
-                          images: dict[str, torch.Tensor]) -> torch.Tensor:
-        """[B, T] log-probs of rows `ids` through `model` (no pipeline)."""
-        inputs, labels, total = self._inputs(ids, mask, images)
-        return self._logprobs_of(model(**inputs, **self._logits_kwargs), labels, total, mask)
+    def _forwards(self, columns: dict[str, torch.Tensor]) -> list[Forward]:
+        """A pass's forwards (`forwards`); a packed row splits evenly over TP under sequence parallelism."""
+        multiple = self.parallel.tp if self.parallel.sp else 1
+        return forwards(columns, self.micro_batch_size, self.packing, multiple=multiple)
+
+    def _prepare(self, mb: dict[str, torch.Tensor], images: tuple[str, ...], packing: Packing | None
+                 ) -> tuple[dict[str, Any], Callable[[torch.Tensor], torch.Tensor], int, int]:
+        """One forward's model inputs, the map from its logits to its rows' [B, T] log-probs, and its
+        sequence length and micro-batch size (the pipeline schedule's activation shape)."""
+        if packing is None:
+            mask = mb["attention_mask"]
+            inputs, labels, total = self._inputs(mb["input_ids"], mask, {f: mb[f] for f in images})
+            return inputs, lambda logits: self._logprobs_of(logits, labels, total, mask), total, self.micro_batch_size
+        inputs, labels = mpack.packed_inputs(packing, mb["input_ids"].cpu(), self._device())
+        return (inputs, lambda logits: mpack.unpacked_logprobs(self._next_logprobs(logits, labels), packing),
+                labels.shape[1], 1)
 
     @property
     def vl_model(self) -> mvis.VisionLanguageModel:
@@ -362,39 +385,35 @@ class MegatronBackend:
     def logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                  reference: bool = False, **images: torch.Tensor) -> torch.Tensor:
         """[B, T] token log-probs under the policy (or the frozen reference); `images` are a
-        vision-language model's row-aligned image columns (`IMAGE_FIELDS`)."""
+        vision-language model's row-aligned image columns (`IMAGE_FIELDS`). On a pipeline, real on
+        the last stage and zeros (never reported) elsewhere."""
         unknown = set(images) - set(IMAGE_FIELDS)
         if unknown:
             raise DataIntegrityError(f"unknown image columns {sorted(unknown)}")
         model = self.reference if reference else self.model
+        out = torch.zeros(input_ids.shape, dtype=torch.float32)
         if input_ids.shape[0] == 0:
-            return torch.zeros(input_ids.shape, dtype=torch.float32)
+            return out
         model.eval()
-        columns = {"input_ids": input_ids, "attention_mask": attention_mask, **images}
-        batches = micro_batches(columns, self.micro_batch_size)
+        cut = self._forwards({"input_ids": input_ids, "attention_mask": attention_mask, **images})
         if self.parallel.pp > 1:
-            return self._pipeline_logprobs(model, batches, input_ids.shape)
-        outs = []
-        for mb, real in batches:
-            imgs = {f: mb[f] for f in images}
-            outs.append(self._forward_logprobs(model, mb["input_ids"], mb["attention_mask"], imgs)[:real])
-        return torch.cat(outs).cpu()
+            steps, shape = [], (0, 0)
+            for mb, rows, packing in cut:
+                inputs, to_logprobs, *shape = self._prepare(mb, tuple(images), packing)
 
-    def _pipeline_logprobs(self, model: torch.nn.Module, batches: list, shape: torch.Size) -> torch.Tensor:
-        """Log-probs through the pipeline; real on the last stage, zeros (never reported) elsewhere."""
-        steps, total = [], 0
-        for mb, real in batches:
-            images = {f: mb[f] for f in IMAGE_FIELDS if f in mb}
-            inputs, labels, total = self._inputs(mb["input_ids"], mb["attention_mask"], images)
+                def loss(logits, to_logprobs=to_logprobs, held=len(rows)):
+                    lp = to_logprobs(logits)[:held]
+                    return lp.new_zeros(()), torch.ones((), dtype=torch.int, device=logits.device), lp
 
-            def loss(logits, labels=labels, total=total, mask=mb["attention_mask"], real=real):
-                lp = self._logprobs_of(logits, labels, total, mask)[:real]
-                return lp.new_zeros(()), torch.ones((), dtype=torch.int, device=logits.device), lp
-
-            steps.append((lambda inputs=inputs: model(**inputs), loss))
-        outs = mpipe.run_schedule(model, steps, forward_only=True, seq_length=total,
-                                  micro_batch_size=self.micro_batch_size)
-        return torch.cat(outs).cpu() if self.last_stage else torch.zeros(shape, dtype=torch.float32)
+                steps.append((lambda inputs=inputs: model(**inputs), loss))
+            outs = mpipe.run_schedule(model, steps, forward_only=True, seq_length=shape[0], micro_batch_size=shape[1])
+            for (_, rows, _), lp in zip(cut, outs):  # outs is empty off the last stage
+                out[rows] = lp.cpu()
+            return out
+        for mb, rows, packing in cut:
+            inputs, to_logprobs, _, _ = self._prepare(mb, tuple(images), packing)
+            out[rows] = to_logprobs(model(**inputs, **self._logits_kwargs))[:len(rows)].cpu()
+        return out
 
     # --- training ------------------------------------------------------------------------------
 
@@ -414,15 +433,15 @@ class MegatronBackend:
             # Cut on the host (index arithmetic on a device tensor waits for the GPU), then send
             # each micro-batch once.
             dev = self._device()
-            batches = [({k: v.to(dev, non_blocking=True) for k, v in mb.items()}, real) for mb, real in
-                       micro_batches({k: batch[k] for k in TRAIN_FIELDS + images}, self.micro_batch_size)]
+            cut = [({k: v.to(dev, non_blocking=True) for k, v in mb.items()}, rows, packing)
+                   for mb, rows, packing in self._forwards({k: batch[k] for k in TRAIN_FIELDS + images})]
             if self.parallel.pp > 1:
-                self._pipeline_train(batches, images, num_tokens=num_tokens, loss_cfg=loss_cfg, totals=totals)
+                self._pipeline_train(cut, images, num_tokens=num_tokens, loss_cfg=loss_cfg, totals=totals)
             else:
-                for mb, real in batches:
-                    curr = self._forward_logprobs(self.ddp, mb["input_ids"], mb["attention_mask"],
-                                                  {f: mb[f] for f in images})
-                    backward_micro_batch(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
+                for mb, rows, packing in cut:
+                    inputs, to_logprobs, _, _ = self._prepare(mb, images, packing)
+                    curr = to_logprobs(self.ddp(**inputs, **self._logits_kwargs))
+                    backward_micro_batch(mb, len(rows), curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
         finalize_model_grads([self.ddp])
         # megatron-core's own scheduler is not used: the lr is set on the param groups, which a
         # chained optimizer gathers from every optimizer it holds and its inner AdamW reads.
@@ -432,22 +451,22 @@ class MegatronBackend:
         totals["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
         return totals
 
-    def _pipeline_train(self, batches: list, images: tuple[str, ...], *, num_tokens: int, loss_cfg: LossConfig,
+    def _pipeline_train(self, cut: list[Forward], images: tuple[str, ...], *, num_tokens: int, loss_cfg: LossConfig,
                         totals: dict[str, float]) -> None:
         """Forward and backward of every micro-batch through the 1F1B schedule; the last stage
         computes the loss (the same `micro_batch_loss` as without a pipeline) and its metrics."""
-        steps, total = [], 0
-        for mb, real in batches:
-            inputs, labels, total = self._inputs(mb["input_ids"], mb["attention_mask"], {f: mb[f] for f in images})
+        steps, shape = [], (0, 0)
+        for mb, rows, packing in cut:
+            inputs, to_logprobs, *shape = self._prepare(mb, images, packing)
 
-            def loss(logits, mb=mb, real=real, labels=labels, total=total):
-                curr = self._logprobs_of(logits, labels, total, mb["attention_mask"])
-                value, metrics = micro_batch_loss(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens)
+            def loss(logits, mb=mb, held=len(rows), to_logprobs=to_logprobs):
+                value, metrics = micro_batch_loss(mb, held, to_logprobs(logits), loss_cfg=loss_cfg,
+                                                  num_tokens=num_tokens)
                 return value, torch.ones((), dtype=torch.int, device=logits.device), metrics
 
             steps.append((lambda inputs=inputs: self.ddp(**inputs), loss))
-        for metrics in mpipe.run_schedule(self.ddp, steps, forward_only=False, seq_length=total,
-                                          micro_batch_size=self.micro_batch_size):
+        for metrics in mpipe.run_schedule(self.ddp, steps, forward_only=False, seq_length=shape[0],
+                                          micro_batch_size=shape[1]):
             add_metrics(totals, metrics)
 
     # --- state ---------------------------------------------------------------------------------
