@@ -10,6 +10,7 @@ import importlib.util
 import pytest
 import torch
 from rank_processes import one_gloo_rank, run_ranks
+from train_batches import train_batch
 
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core not installed", allow_module_level=True)
@@ -21,15 +22,7 @@ LAYER_TYPES = ["linear_attention", "full_attention"]
 
 
 def _batch() -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(5)
-    ids = torch.randint(0, VOCAB, (4, 12), generator=g)
-    mask = torch.ones_like(ids)
-    response = mask.clone()
-    response[:, :4] = 0
-    base = -torch.rand(4, 12, generator=g)
-    return dict(input_ids=ids, attention_mask=mask, response_mask=response, gen_logprobs=base,
-                prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(4, generator=g),
-                sample_mask=torch.ones(4))
+    return train_batch(vocab=VOCAB, seed=5)
 
 
 def _train(backend_name: str, checkpointing: bool) -> dict:

@@ -19,6 +19,7 @@ from dataclasses import replace
 import pytest
 import torch
 from rank_processes import one_gloo_rank, run_ranks
+from train_batches import train_batch
 
 from rl.config import OptimizerConfig
 from rl.lr_schedule import lr_at
@@ -36,15 +37,7 @@ STEPS = (1, 2, 3)
 
 
 def _batch() -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(3)
-    ids = torch.randint(0, VOCAB, (4, 12), generator=g)
-    mask = torch.ones_like(ids)
-    response = mask.clone()
-    response[:, :4] = 0
-    base = -torch.rand(4, 12, generator=g)
-    return dict(input_ids=ids, attention_mask=mask, response_mask=response, gen_logprobs=base,
-                prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(4, generator=g),
-                sample_mask=torch.ones(4))
+    return train_batch(vocab=VOCAB, seed=3)
 
 
 def _backend(name: str, weights: dict[str, torch.Tensor]):

@@ -12,6 +12,7 @@ import importlib.util
 import pytest
 import torch
 from rank_processes import one_gloo_rank, run_ranks
+from train_batches import train_batch
 
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core not installed", allow_module_level=True)
@@ -41,16 +42,8 @@ def _counts(rank: int, port: int) -> dict:
         module = module.module
     for layer in module.decoder.layers:
         layer.forward = torch.compile(layer.forward, backend="eager")
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, VOCAB, (4, 16), generator=g)
-    mask = torch.ones_like(ids)
-    response = mask.clone()
-    response[:, :4] = 0
-    base = -torch.rand(4, 16, generator=g)
-    batch = dict(input_ids=ids, attention_mask=mask, response_mask=response, gen_logprobs=base,
-                 prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(4, generator=g),
-                 sample_mask=torch.ones(4))
-    backend.train_step(batch, num_tokens=int(response.sum()), loss_cfg=LossConfig(), step=1)
+    batch = train_batch(vocab=VOCAB, seed=1, length=16)
+    backend.train_step(batch, num_tokens=int(batch["response_mask"].sum()), loss_cfg=LossConfig(), step=1)
     return {"breaks": sum(counters["graph_break"].values()), "graphs": counters["stats"]["unique_graphs"]}
 
 
