@@ -194,4 +194,4 @@ def test_the_megatron_backend_refuses_packing_a_vlm_before_building_anything() -
         get_backend("megatron")(model_cfg={"modality": "vision"}, vocab_size=VOCAB, optimizer_cfg=OptimizerConfig(),
                                 micro_batch_size=1, weights=None, seed=0, parallel=ParallelConfig(cp=2),
                                 sequence_packing=SequencePackingConfig(enabled=True))
-    assert str(info.value) == packing_refusals(vision=True)[0]
+    assert str(info.value) == packing_refusals(cp=2, pp=1, vision=True)[0]

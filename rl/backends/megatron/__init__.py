@@ -12,11 +12,15 @@ its first `import megatron.core...` (megatron-core 0.19 imports triton unguarded
 and a module that needs none (`convert`, `load`, `compile`) can be imported without it.
 """
 
-def packing_refusals(*, vision: bool) -> list[str]:
+def packing_refusals(*, cp: int, pp: int, vision: bool) -> list[str]:
     """Why the megatron backend cannot pack this layout (`policy.sequence_packing.enabled`), one line
     each; checked at construction and, before launch, by rl/preflight.py (rl/backends/megatron/packed.py
     says how it packs)."""
     out = []
+    if cp > 1 and pp > 1:
+        out.append(f"policy.sequence_packing.enabled with policy.parallel.cp = {cp} and pp = {pp}: under context "
+                   "parallelism each forward's packed row grows to its own length (packed_context.py), and the "
+                   "pipeline schedule needs one shape for all; set pp 1, cp 1 or packing false")
     if vision:
         out.append("policy.sequence_packing.enabled with model.modality: vision: the megatron backend packs text "
                    "models only (a VLM's images and M-RoPE positions would have to follow the packed order); use "

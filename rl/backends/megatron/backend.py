@@ -154,7 +154,8 @@ class MegatronBackend:
             one layer at a time (only each layer's input is kept for the backward).
         sequence_packing: `policy.sequence_packing` (None: off): the log-prob and training passes
             forward packed rows (`rl.backends.megatron.packed`, under cp > 1
-            `rl.backends.megatron.packed_context`); refused for a VLM (`packing_refusals`).
+            `rl.backends.megatron.packed_context`); refused for a VLM and for cp > 1 with pp > 1
+            (`packing_refusals`).
     """
 
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig, micro_batch_size: int,
@@ -163,7 +164,8 @@ class MegatronBackend:
                  activation_checkpointing: bool = False, sequence_packing: SequencePackingConfig | None = None) -> None:
         self.packing = sequence_packing if sequence_packing is not None else SequencePackingConfig()
         if self.packing.enabled:
-            refusals = packing_refusals(vision=model_cfg.get("modality") == "vision")
+            layout = parallel or ParallelConfig()
+            refusals = packing_refusals(cp=layout.cp, pp=layout.pp, vision=model_cfg.get("modality") == "vision")
             if refusals:
                 raise ValueError(refusals[0])
         if compile and shims.on_cpu():
