@@ -154,13 +154,14 @@ def _teacher_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
 
 def _policy_refusals(cfg: RunConfig) -> list[str]:
     """The training backend's own check of the policy keys (the torch backend: data parallel, fp32;
-    megatron: no sequence packing with cp > 1 or a VLM, no torch.compile on a CPU)."""
+    megatron: no sequence packing of a VLM or with cp and pp > 1, no torch.compile on a CPU)."""
     if cfg.policy.backend != "torch":
         from rl.backends.megatron import packing_refusals
 
         out = []
         if cfg.policy.sequence_packing.enabled:
-            out += packing_refusals(cp=cfg.policy.parallel.cp, vision=cfg.model.modality == "vision")
+            out += packing_refusals(cp=cfg.policy.parallel.cp, pp=cfg.policy.parallel.pp,
+                                    vision=cfg.model.modality == "vision")
         if cfg.policy.compile and cfg.cluster.device == "cpu":
             from rl.backends.megatron.compile import CPU_REFUSAL
 

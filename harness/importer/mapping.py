@@ -134,14 +134,6 @@ MEGATRON = "policy.megatron_cfg.enabled"
 DTENSOR_LR = "policy.optimizer.kwargs.lr"
 FP8 = "policy.megatron_cfg.fp8_cfg.enabled"
 RECOMPUTE = "policy.megatron_cfg.recompute_granularity"
-MEGATRON_CP = "policy.megatron_cfg.context_parallel_size"
-
-
-def _packing_backend(enabled: bool, flat: Mapping[str, Any]) -> None:
-    cp = flat.get(MEGATRON_CP, 1)
-    if enabled and flat.get(MEGATRON) is True and isinstance(cp, int) and cp > 1:
-        raise Refused(f"packed rows with megatron {MEGATRON_CP} {cp}: our megatron backend packs with cp 1 only "
-                      "(the engine's preflight refuses policy.sequence_packing.enabled with policy.parallel.cp > 1)")
 
 
 def _not_fp8(precision: str, flat: Mapping[str, Any]) -> None:
@@ -181,7 +173,7 @@ KEYS: dict[str, Key] = {
     "policy.megatron_cfg.enabled": Key("policy.backend", lambda v: "megatron" if _bool(v) else "torch"),
     "policy.megatron_cfg.tensor_model_parallel_size": Key("policy.parallel.tp", _int, when=MEGATRON),
     "policy.megatron_cfg.pipeline_model_parallel_size": Key("policy.parallel.pp", _int, when=MEGATRON),
-    MEGATRON_CP: Key("policy.parallel.cp", _int, when=MEGATRON),
+    "policy.megatron_cfg.context_parallel_size": Key("policy.parallel.cp", _int, when=MEGATRON),
     "policy.megatron_cfg.expert_model_parallel_size": Key("policy.parallel.ep", _int, when=MEGATRON),
     "policy.megatron_cfg.expert_tensor_parallel_size": Key("policy.parallel.etp", _int, when=MEGATRON),
     "policy.megatron_cfg.sequence_parallel": Key("policy.parallel.sp", _bool, when=MEGATRON),
@@ -192,7 +184,7 @@ KEYS: dict[str, Key] = {
     "policy.megatron_cfg.activation_checkpointing": Key("policy.activation_checkpointing", _bool, when=MEGATRON,
                                                         check=_full_recompute),
     "policy.dtensor_cfg.activation_checkpointing": Key("policy.activation_checkpointing", _bool, unless=MEGATRON),
-    "policy.sequence_packing.enabled": Key("policy.sequence_packing.enabled", _bool, check=_packing_backend),
+    "policy.sequence_packing.enabled": Key("policy.sequence_packing.enabled", _bool),
     "policy.megatron_cfg.moe_router_load_balancing_type": Key("model.config.router_aux_loss_coef", _no_balancing,
                                                               when=MEGATRON),
     "policy.hf_config_overrides.text_config.router_aux_loss_coef": Key("model.config.router_aux_loss_coef", _number),

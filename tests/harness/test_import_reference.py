@@ -463,11 +463,13 @@ def _leaf(data: dict, dotted: str) -> object:
      {"policy.sequence_packing.enabled": True, "policy.sequence_packing.max_tokens_per_row": None}),
     (MEGATRON + "  sequence_packing:\n    enabled: true\n",
      {"policy.backend": "megatron", "policy.sequence_packing.enabled": True}),
+    (MEGATRON + "    context_parallel_size: 2\n  sequence_packing:\n    enabled: true\n",
+     {"policy.backend": "megatron", "policy.parallel.cp": 2, "policy.sequence_packing.enabled": True}),
     (MEGATRON + "    moe_router_load_balancing_type: none\n", {"model.config.router_aux_loss_coef": 0.0}),
     ("  hf_config_overrides:\n    text_config:\n      router_aux_loss_coef: 0.0\n",
      {"model.config.router_aux_loss_coef": 0.0}),
 ], ids=["megatron_recompute", "dtensor_recompute", "megatron_reads_its_own", "packing", "megatron_packing",
-        "no_balancing", "hf_override"])
+        "megatron_cp_packing", "no_balancing", "hf_override"])
 def test_backend_keys_map_onto_ours(checkout: Path, tmp_path: Path, policy: str, ours: dict) -> None:
     report, recipe = _import_tiny(checkout, tmp_path, policy)
     assert recipe is not None, report["recipes_not_written"]
@@ -478,10 +480,6 @@ DATA_PARALLEL = "our torch backend is data parallel only (policy.parallel shards
 
 
 @pytest.mark.parametrize(("policy", "reason"), [
-    (MEGATRON + "    context_parallel_size: 2\n  sequence_packing:\n    enabled: true\n",
-     "policy.sequence_packing.enabled: packed rows with megatron policy.megatron_cfg.context_parallel_size 2: our "
-     "megatron backend packs with cp 1 only (the engine's preflight refuses policy.sequence_packing.enabled with "
-     "policy.parallel.cp > 1)"),
     (MEGATRON + "    activation_checkpointing: true\n    recompute_granularity: selective\n",
      "policy.megatron_cfg.activation_checkpointing: policy.megatron_cfg.recompute_granularity 'selective': ours "
      "recomputes whole layers, one at a time (megatron's 'full')"),
@@ -494,7 +492,7 @@ DATA_PARALLEL = "our torch backend is data parallel only (policy.parallel shards
     (MEGATRON + "    moe_router_load_balancing_type: aux_loss\n",
      "policy.megatron_cfg.moe_router_load_balancing_type: moe_router_load_balancing_type 'aux_loss': ours maps "
      "'none' only (onto model.config.router_aux_loss_coef 0.0); another type's coefficient is not in the recipe"),
-], ids=["megatron_cp_packing", "selective_recompute", "dtensor_tp", "dtensor_ep", "dtensor_sp", "fp8", "aux_loss"])
+], ids=["selective_recompute", "dtensor_tp", "dtensor_ep", "dtensor_sp", "fp8", "aux_loss"])
 def test_backend_values_ours_cannot_hold_are_refused(checkout: Path, tmp_path: Path, policy: str,
                                                      reason: str) -> None:
     report, recipe = _import_tiny(checkout, tmp_path, policy)

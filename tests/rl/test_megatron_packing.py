@@ -6,11 +6,14 @@ one train step on the same rows; the packed one must give the unpacked one's log
 metrics and gradients (each parameter's `main_grad` after the step). Rows have random lengths
 and a packed row holds several of them (asserted on the plan). Twins: Qwen3.5 all-attention
 ("dense"), its hybrid layout (3 gated-delta-net layers, then attention) and the MoE hybrid; on
-one rank, and on two the hybrid with TP 2 + sequence parallelism, the MoE with EP 2 and the
-hybrid on two pipeline stages.
+one rank, and on two the hybrid with TP 2 + sequence parallelism, the MoE with EP 2, the
+hybrid on two pipeline stages, and the dense and hybrid twins with context parallelism 2 (packed
+CP 2 against padded CP 2; padded CP 2 equals CP 1 in test_megatron_parallel.py).
 Controls on the dense and hybrid twins: attention that only masks the future (not the other
 sequences of its packed row), or gated-delta-net cuts only at packed rows, move the log-probs
-by far more than the tolerance. Tolerances (fp32): log-probs 1e-5 absolute, metrics 1e-5
+by far more than the tolerance; with CP 2, so do attention causal over the whole row and the row
+cut into 2cp chunks instead of each sequence. The CP layout itself is checked against the order
+megatron's GatedDeltaNet all-to-all assumes. Tolerances (fp32): log-probs 1e-5 absolute, metrics 1e-5
 relative, gradients 1e-5 absolute + 1e-4 relative. The router aux loss is off (the loss would
 count the padding tokens' routing, which packing changes).
 """
@@ -72,6 +75,19 @@ def _sabotage(control: str | None) -> None:
             return torch.arange(0, rows * width + 1, width, dtype=torch.int32)
 
         packed.cu_seqlens = rows_only
+    elif control == "cp_mask":  # context parallel: causal over the whole grown row
+        from rl.backends.megatron.packed_context import Layout
+
+        def row_causal(self, rank):
+            queries, keys = self.rank_index(rank), torch.cat([self.rank_index(r) for r in range(self.cp)])
+            return (keys[None, :] > queries[:, None])[None, None]
+
+        Layout.attention_mask = row_causal
+    elif control == "cp_layout":  # context parallel: the row cut into 2cp chunks, not each sequence
+        from rl.backends.megatron.context import token_index
+        from rl.backends.megatron.packed_context import Layout
+
+        Layout.rank_index = lambda self, rank: token_index(self.size, self.cp, rank)
 
 
 def _run(twin: str, parallel: dict, control: str | None, world: int, rank: int, port: int) -> dict:
@@ -134,7 +150,8 @@ def test_packed_rows_give_the_padded_rows_log_probs_loss_and_gradients(twin: str
 
 
 @pytest.mark.parametrize(("twin", "parallel"), [("hybrid", {"tp": 2, "sp": True}), ("moe", {"ep": 2}),
-                                               ("hybrid", {"pp": 2})], ids=["tp2_sp", "ep2", "pp2"])
+                                               ("hybrid", {"pp": 2}), ("dense", {"cp": 2}), ("hybrid", {"cp": 2})],
+                         ids=["tp2_sp", "ep2", "pp2", "dense_cp2", "hybrid_cp2"])
 def test_packing_on_two_ranks_matches_padding(twin: str, parallel: dict) -> None:
     for result in _ranks(twin, parallel):  # pp: each stage's gradients; log-probs and loss on the last
         _assert_same(result)
@@ -144,6 +161,12 @@ def test_packing_on_two_ranks_matches_padding(twin: str, parallel: dict) -> None
 def test_the_control_without_a_boundary_moves_the_log_probs(twin: str, control: str) -> None:
     (result,) = _ranks(twin, control=control)
     assert (result["packed"]["lp"] - result["padded"]["lp"]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize(("twin", "control"), [("dense", "cp_mask"), ("hybrid", "cp_layout")])
+def test_the_control_with_context_parallelism_moves_the_log_probs(twin: str, control: str) -> None:
+    for result in _ranks(twin, {"cp": 2}, control=control):
+        assert (result["packed"]["lp"] - result["padded"]["lp"]).abs().max() > 1e-3
 
 
 def _stand_ins(rank: int, port: int) -> dict[str, float]:
@@ -184,3 +207,29 @@ def test_the_torch_stand_ins_run_each_packed_sequence_as_its_own_row() -> None:
     (diffs,) = run_ranks(_stand_ins)
     assert diffs["conv"] <= 1e-6 and diffs["rule"] <= 1e-5, diffs
     assert diffs["conv_uncut"] > 1e-3 and diffs["rule_uncut"] > 1e-3, diffs  # the control
+
+
+def _layout_against_megatron(rank: int, port: int) -> dict[str, bool]:
+    """Our CP layout of a packing whose rows hold several sequences and padding, against the
+    per-sequence order megatron's GatedDeltaNet all-to-all assumes (`_build_thd_cp_a2a_perm`)."""
+    from rl.backends.megatron import shims
+
+    shims.apply()
+    from megatron.core.ssm.gated_delta_net.common import _build_thd_cp_a2a_perm
+
+    from rl.backends.megatron.packed_context import Layout
+    from rl.models.packing import Packing
+
+    packing = Packing.of([[0, 1], [2]], [5, 3, 7], width=8, budget=11)
+    layout = Layout.of(packing, cp=2, multiple=1)
+    ranks = torch.cat([layout.rank_index(r) for r in range(2)])
+    idx, _ = _build_thd_cp_a2a_perm(layout.cuts, 2, layout.size)
+    grown = (layout.cuts[1:] - layout.cuts[:-1]).tolist()
+    return {"megatron_order": torch.equal(ranks[idx], torch.arange(layout.size)),
+            "grown": grown == [8, 4, 4, 8, 4],  # 5, 3, padding 3; 7, padding 4: grown to multiples of 2cp
+            "sources": torch.equal(layout.source[layout.source >= 0], torch.arange(22))}
+
+
+def test_the_context_parallel_layout_is_megatrons_per_sequence_order() -> None:
+    (checks,) = run_ranks(_layout_against_megatron)
+    assert all(checks.values()), checks

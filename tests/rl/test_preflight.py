@@ -184,9 +184,11 @@ def test_sequence_packing_is_refused_where_the_engine_cannot_pack():
     packing = {"enabled": True}
     assert static_refusals(recipe(policy__sequence_packing=packing)) == []
     assert static_refusals(recipe(policy__sequence_packing=packing, policy__backend="megatron")) == []
+    assert static_refusals(recipe(policy__sequence_packing=packing, policy__backend="megatron",
+                                  policy__parallel={"cp": 2})) == []
     (line,) = static_refusals(recipe(policy__sequence_packing=packing, policy__backend="megatron",
-                                     policy__parallel={"cp": 2}))
-    assert line.startswith("policy.sequence_packing.enabled with policy.parallel.cp = 2: the megatron backend")
+                                     policy__parallel={"cp": 2, "pp": 2}, cluster__nodes=2))
+    assert line.startswith("policy.sequence_packing.enabled with policy.parallel.cp = 2 and pp = 2: under context")
     vision = static_refusals(recipe(policy__sequence_packing=packing, policy__backend="megatron",
                                     model__modality="vision"))  # a text recipe's VLM: other lines too
     assert any(line.startswith("policy.sequence_packing.enabled with model.modality: vision: the megatron backend")

@@ -184,14 +184,14 @@ def test_a_backend_with_a_short_budget_refuses_the_row_naming_the_key() -> None:
         backend.logprobs(ids, mask)
 
 
-def test_the_megatron_backend_refuses_packing_with_context_parallelism_before_building_anything() -> None:
+def test_the_megatron_backend_refuses_packing_a_vlm_before_building_anything() -> None:
     if importlib.util.find_spec("megatron") is None:
         pytest.skip("megatron-core not installed")
     from rl.backends import get_backend
     from rl.backends.megatron import packing_refusals
 
     with pytest.raises(ValueError) as info:
-        get_backend("megatron")(model_cfg={}, vocab_size=VOCAB, optimizer_cfg=OptimizerConfig(), micro_batch_size=1,
-                                weights=None, seed=0, parallel=ParallelConfig(cp=2),
+        get_backend("megatron")(model_cfg={"modality": "vision"}, vocab_size=VOCAB, optimizer_cfg=OptimizerConfig(),
+                                micro_batch_size=1, weights=None, seed=0, parallel=ParallelConfig(cp=2),
                                 sequence_packing=SequencePackingConfig(enabled=True))
-    assert str(info.value) == packing_refusals(cp=2, vision=False)[0]
+    assert str(info.value) == packing_refusals(cp=2, pp=1, vision=True)[0]

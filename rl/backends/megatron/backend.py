@@ -19,7 +19,8 @@ Context parallelism (cp > 1) gathers keys and values inside attention (`rl.backe
 pipeline parallelism (pp > 1) runs megatron's 1F1B schedule over the micro-batches
 (`rl.backends.megatron.pipeline`). TP, CP and PP ranks of one replica get the same rows; the
 reporting rank of a replica is TP rank 0, CP rank 0, last pipeline stage. Sequence packing (text
-models, cp 1) forwards packed rows in megatron's THD layout (`rl.backends.megatron.packed`).
+models) forwards packed rows in megatron's THD layout (`rl.backends.megatron.packed`; with cp > 1
+each sequence split over the CP ranks, `rl.backends.megatron.packed_context`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from rl.backends.megatron import config as mcfg  # noqa: E402
 from rl.backends.megatron import context as mctx  # noqa: E402
 from rl.backends.megatron import convert as conv  # noqa: E402
 from rl.backends.megatron import packed as mpack  # noqa: E402
+from rl.backends.megatron import packed_context as mpcp  # noqa: E402
 from rl.backends.megatron import pipeline as mpipe  # noqa: E402
 from rl.backends.megatron import vision as mvis  # noqa: E402
 from rl.backends.train_step import (  # noqa: E402
@@ -151,8 +153,9 @@ class MegatronBackend:
         activation_checkpointing: `policy.activation_checkpointing`: megatron's full recompute,
             one layer at a time (only each layer's input is kept for the backward).
         sequence_packing: `policy.sequence_packing` (None: off): the log-prob and training passes
-            forward packed rows (`rl.backends.megatron.packed`); refused with cp > 1 and for a
-            VLM (`packing_refusals`).
+            forward packed rows (`rl.backends.megatron.packed`, under cp > 1
+            `rl.backends.megatron.packed_context`); refused for a VLM and for cp > 1 with pp > 1
+            (`packing_refusals`).
     """
 
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig, micro_batch_size: int,
@@ -161,8 +164,8 @@ class MegatronBackend:
                  activation_checkpointing: bool = False, sequence_packing: SequencePackingConfig | None = None) -> None:
         self.packing = sequence_packing if sequence_packing is not None else SequencePackingConfig()
         if self.packing.enabled:
-            refusals = packing_refusals(cp=(parallel or ParallelConfig()).cp,
-                                        vision=model_cfg.get("modality") == "vision")
+            layout = parallel or ParallelConfig()
+            refusals = packing_refusals(cp=layout.cp, pp=layout.pp, vision=model_cfg.get("modality") == "vision")
             if refusals:
                 raise ValueError(refusals[0])
         if compile and shims.on_cpu():
@@ -373,6 +376,12 @@ class MegatronBackend:
             mask = mb["attention_mask"]
             inputs, labels, total = self._inputs(mb["input_ids"], mask, {f: mb[f] for f in images})
             return inputs, lambda logits: self._logprobs_of(logits, labels, total, mask), total, self.micro_batch_size
+        if self.parallel.cp > 1:
+            inputs, labels, layout = mpcp.packed_inputs(
+                packing, mb["input_ids"].cpu(), self._device(), cp=self.parallel.cp,
+                rank=ps.get_context_parallel_rank(), multiple=self.parallel.tp if self.parallel.sp else 1)
+            return (inputs, lambda logits: mpcp.unpacked_logprobs(self._next_logprobs(logits, labels), layout, packing),
+                    layout.size, 1)
         inputs, labels = mpack.packed_inputs(packing, mb["input_ids"].cpu(), self._device())
         return (inputs, lambda logits: mpack.unpacked_logprobs(self._next_logprobs(logits, labels), packing),
                 labels.shape[1], 1)

@@ -23,6 +23,7 @@ its tokens' share, and megatron's DDP sums the shares over the data-parallel x C
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -65,27 +66,34 @@ class _GatherTokens(torch.autograd.Function):
     slice of the incoming gradient (every rank holds the same full-sequence loss)."""
 
     @staticmethod
-    def forward(ctx, local: torch.Tensor, total: int, group, cp_size: int, cp_rank: int) -> torch.Tensor:
+    def forward(ctx, local: torch.Tensor, total: int, order: torch.Tensor, index: torch.Tensor, group,
+                cp_size: int) -> torch.Tensor:
         parts = [torch.empty_like(local) for _ in range(cp_size)]
         dist.all_gather(parts, local.contiguous(), group=group)
-        order = gathered_index(total, cp_size).to(local.device)
         out = local.new_empty(local.shape[0], total, *local.shape[2:])
-        out[:, order] = torch.cat(parts, dim=1)
-        ctx.index = token_index(total, cp_size, cp_rank).to(local.device)
+        out[:, order.to(local.device)] = torch.cat(parts, dim=1)
+        ctx.index = index.to(local.device)
         return out
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return grad[:, ctx.index], None, None, None, None
+        return grad[:, ctx.index], None, None, None, None, None
 
 
-def gather_tokens(local: torch.Tensor, total: int) -> torch.Tensor:
-    """[B, local, ...] values of this rank's tokens -> [B, total, ...] for the whole sequence."""
+def gather_tokens(local: torch.Tensor, total: int,
+                  rank_index: Callable[[int], torch.Tensor] | None = None) -> torch.Tensor:
+    """[B, local, ...] values of this rank's tokens -> [B, total, ...] for the whole sequence.
+    `rank_index(r)`: the positions rank r holds (default `token_index`; packed rows have their own,
+    rl/backends/megatron/packed_context.py)."""
     cp_size = ps.get_context_parallel_world_size()
     if cp_size == 1:
         return local
-    return _GatherTokens.apply(local, total, ps.get_context_parallel_group(), cp_size,
-                               ps.get_context_parallel_rank())
+    if rank_index is None:
+        def rank_index(r: int) -> torch.Tensor:
+            return token_index(total, cp_size, r)
+    order = torch.cat([rank_index(r) for r in range(cp_size)])
+    return _GatherTokens.apply(local, total, order, rank_index(ps.get_context_parallel_rank()),
+                               ps.get_context_parallel_group(), cp_size)
 
 
 class _GatherKV(torch.autograd.Function):
@@ -110,7 +118,8 @@ class _GatherKV(torch.autograd.Function):
 class ContextParallelAttention(DotProductAttention):
     """megatron's local DotProductAttention over the keys and values of the whole sequence.
 
-    The mask it gets is `attention_mask(...)` of this rank (local queries x gathered keys)."""
+    The mask it gets is `attention_mask(...)` of this rank (local queries x gathered keys); packed
+    rows (THD) bring theirs from rl/backends/megatron/packed_context.py."""
 
     def __init__(self, config, *args, **kwargs) -> None:
         local = copy.copy(config)
@@ -122,6 +131,10 @@ class ContextParallelAttention(DotProductAttention):
 
     def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
                 packed_seq_params=None):
+        if packed_seq_params is not None:  # THD [t, heads, dim]: one row of t tokens, masked by its mask
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            return self.forward(query, key, value, attention_mask, attn_mask_type=attn_mask_type,
+                                attention_bias=attention_bias).squeeze(1)
         key = _GatherKV.apply(key, self.cp_group, self.cp_size, self.cp_rank)
         value = _GatherKV.apply(value, self.cp_group, self.cp_size, self.cp_rank)
         return super().forward(query, key, value, attention_mask, attn_mask_type=attn_mask_type,
