@@ -90,7 +90,7 @@ def _sabotage(control: str | None) -> None:
         Layout.rank_index = lambda self, rank: token_index(self.size, self.cp, rank)
 
 
-def _run(twin: str, parallel: dict, control: str | None, world: int, rank: int, port: int) -> dict:
+def _run(twin: str, parallel: dict, control: str | None, world: int, fields: dict, rank: int, port: int) -> dict:
     import torch.distributed as dist
 
     from rl.backends.megatron import shims
@@ -104,7 +104,7 @@ def _run(twin: str, parallel: dict, control: str | None, world: int, rank: int, 
     from rl.models import build_model
 
     family, layers = TWINS[twin]
-    cfg = {"family": family, "config": {"layer_types": layers}}
+    cfg = {"family": family, "config": {"layer_types": layers, **fields}}
     if family == "qwen3_5_moe":
         cfg["config"]["router_aux_loss_coef"] = 0.0
     weights = build_model(cfg, vocab_size=VOCAB, seed=0).state_dict()
@@ -125,11 +125,12 @@ def _run(twin: str, parallel: dict, control: str | None, world: int, rank: int, 
     return out
 
 
-def _ranks(twin: str, parallel: dict | None = None, control: str | None = None) -> list[dict]:
+def _ranks(twin: str, parallel: dict | None = None, control: str | None = None, world: int | None = None,
+           fields: dict | None = None) -> list[dict]:
     import functools
 
-    world = 2 if parallel else 1
-    return run_ranks(functools.partial(_run, twin, parallel or {}, control, world), nprocs=world)
+    world = world or (2 if parallel else 1)
+    return run_ranks(functools.partial(_run, twin, parallel or {}, control, world, fields or {}), nprocs=world)
 
 
 def _assert_same(result: dict) -> None:
@@ -154,6 +155,14 @@ def test_packed_rows_give_the_padded_rows_log_probs_loss_and_gradients(twin: str
                          ids=["tp2_sp", "ep2", "pp2", "dense_cp2", "hybrid_cp2"])
 def test_packing_on_two_ranks_matches_padding(twin: str, parallel: dict) -> None:
     for result in _ranks(twin, parallel):  # pp: each stage's gradients; log-probs and loss on the last
+        _assert_same(result)
+
+
+def test_packing_on_the_flagship_layout_matches_padding() -> None:
+    """Qwen3.5-35B's own layout in small: tp 2 with sequence parallel, cp 2, ep 2 (4 ranks; tp x cp
+    must divide the linear-attention heads)."""
+    heads = {"linear_num_key_heads": 4, "linear_num_value_heads": 4}
+    for result in _ranks("moe", {"tp": 2, "sp": True, "cp": 2, "ep": 2}, world=4, fields=heads):
         _assert_same(result)
 
 
