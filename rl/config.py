@@ -76,8 +76,9 @@ class ParallelConfig:
 class OptimizerConfig:
     """`policy.optimizer`: AdamW, and the lr schedule rl/lr_schedule.py computes from it.
 
-    `lr` is the peak; `decay_steps` and `min_lr` are read by the linear and cosine decays only
-    (a constant decay never leaves `lr`), as in megatron-core, whose recipes set them anyway."""
+    `lr` is the peak; `decay_steps` and `min_lr` are read by the linear and cosine decays only (a
+    constant decay never leaves `lr`), so they are refused with it: megatron-core's recipes set
+    them anyway, and there they do nothing."""
 
     lr: float = 1.0e-4
     weight_decay: float = 0.0
@@ -104,6 +105,10 @@ class OptimizerConfig:
                              f"got {self.min_lr}")
         if self.decay_steps is not None and self.decay_steps < 1:
             raise ValueError(f"{path}.decay_steps: must be >= 1 or null, got {self.decay_steps}")
+        if self.decay == "constant" and (self.decay_steps is not None or self.min_lr != 0.0):
+            unread = "decay_steps" if self.decay_steps is not None else "min_lr"
+            raise ValueError(f"{path}.{unread}: a constant decay does not read it (only linear and cosine do); "
+                             "remove it or set decay")
         if self.decay != "constant" and self.decay_steps is None:
             raise ValueError(f"{path}.decay_steps: decay {self.decay!r} needs it (the step it reaches min_lr at)")
         if self.decay != "constant" and self.decay_steps <= self.warmup_steps:

@@ -128,9 +128,19 @@ class Key:
     when: str | None = None  # a reference leaf that must be true for this mapping to apply
     unless: str | None = None  # a reference leaf that must not be true for it to apply
     check: Callable[[Any, Mapping[str, Any]], None] | None = None  # the converted value against the whole recipe
+    read_if: Callable[[Mapping[str, Any]], bool] | None = None  # the whole recipe makes this leaf matter
 
 
 MEGATRON = "policy.megatron_cfg.enabled"
+DECAY_STYLE = "policy.megatron_cfg.scheduler.lr_decay_style"
+
+
+def _decays(flat: Mapping[str, Any]) -> bool:
+    """A megatron lr schedule that decays, so reads min_lr and lr_decay_iters. A recipe naming no
+    style gets our default decay, constant, so those two are not mapped either."""
+    return flat.get(DECAY_STYLE, "constant") != "constant"
+
+
 DTENSOR_LR = "policy.optimizer.kwargs.lr"
 FP8 = "policy.megatron_cfg.fp8_cfg.enabled"
 RECOMPUTE = "policy.megatron_cfg.recompute_granularity"
@@ -194,11 +204,13 @@ KEYS: dict[str, Key] = {
     "policy.megatron_cfg.optimizer.weight_decay": Key("policy.optimizer.weight_decay", _number, when=MEGATRON),
     "policy.megatron_cfg.optimizer.adam_eps": Key("policy.optimizer.eps", _number, when=MEGATRON),
     "policy.megatron_cfg.optimizer.clip_grad": Key("policy.optimizer.grad_clip", _grad_clip, when=MEGATRON),
-    "policy.megatron_cfg.optimizer.min_lr": Key("policy.optimizer.min_lr", _number, when=MEGATRON),
+    "policy.megatron_cfg.optimizer.min_lr": Key("policy.optimizer.min_lr", _number, when=MEGATRON,
+                                                read_if=_decays),
     "policy.megatron_cfg.scheduler.lr_warmup_iters": Key("policy.optimizer.warmup_steps", _int, when=MEGATRON),
     "policy.megatron_cfg.scheduler.lr_warmup_init": Key("policy.optimizer.warmup_init_lr", _number, when=MEGATRON),
     "policy.megatron_cfg.scheduler.lr_decay_style": Key("policy.optimizer.decay", _decay, when=MEGATRON),
-    "policy.megatron_cfg.scheduler.lr_decay_iters": Key("policy.optimizer.decay_steps", _int_or_null, when=MEGATRON),
+    "policy.megatron_cfg.scheduler.lr_decay_iters": Key("policy.optimizer.decay_steps", _int_or_null, when=MEGATRON,
+                                                        read_if=_decays),
     "policy.generation.backend": Key("generation.backend", _generation_backend),
     "policy.generation.max_new_tokens": Key("generation.max_new_tokens", _int),
     "policy.generation.temperature": Key("generation.temperature", _number),
@@ -210,8 +222,12 @@ KEYS: dict[str, Key] = {
     "data.shuffle": Key("data.shuffle", _bool),
 }
 
-# reference leaf pattern (fnmatch) -> why the harness owns that job
+# reference leaf pattern (fnmatch) -> why the harness owns that job, or why it has no effect
 SUPERSEDED: tuple[tuple[str, str], ...] = (
+    ("policy.megatron_cfg.optimizer.min_lr", "read only by a linear or cosine lr_decay_style; under the "
+     "reference's constant one it has no effect (ours refuses it there)"),
+    ("policy.megatron_cfg.scheduler.lr_decay_iters", "read only by a linear or cosine lr_decay_style; under the "
+     "reference's constant one it has no effect (ours refuses it there)"),
     ("logger.*", "the harness owns logging: the run dir's metrics.jsonl, report.md and history"),
     ("checkpointing.checkpoint_dir", "the harness places checkpoints in the run dir"),
     ("checkpointing.enabled", "read only as the condition of checkpointing.save_period"),
@@ -289,7 +305,8 @@ def lookup(key: str, flat: Mapping[str, Any]) -> Key | None:
     """The mapping of reference leaf `key` given the whole flat recipe, or None."""
     entry = KEYS.get(key)
     if entry is None or (entry.when is not None and flat.get(entry.when) is not True) or (
-            entry.unless is not None and flat.get(entry.unless) is True):
+            entry.unless is not None and flat.get(entry.unless) is True) or (
+            entry.read_if is not None and not entry.read_if(flat)):
         return None
     return entry
 

@@ -390,6 +390,23 @@ def test_both_reference_schedulers_reach_the_written_recipes(checkout: Path, tmp
     assert [megatron[k] for k in schedule] == [1.0e-6, 10, 1.0e-8, "cosine", 80, 1.0e-7]
 
 
+def test_a_constant_megatron_decay_leaves_its_unread_keys_out(checkout: Path, tmp_path: Path) -> None:
+    """min_lr and lr_decay_iters do nothing under megatron's constant decay; ours refuses them
+    there, so they are never written, and the recipe resolves without them."""
+    with (checkout / "examples/configs/recipes/llm/grpo-qwen3.5-tiny-1n2g-long.yaml").open("a") as fh:
+        fh.write("  megatron_cfg:\n    enabled: true\n    optimizer: {lr: 1.0e-6, min_lr: 1.0e-7}\n"
+                 "    scheduler: {lr_decay_style: constant, lr_decay_iters: 80, lr_warmup_iters: 10,"
+                 " lr_warmup_init: 1.0e-8}\n")
+    result = import_reference(checkout, today=TODAY)
+    assert result.report["counts"]["recipes_written"] == 2
+    for rel, text in result.files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    optimizer = load_recipe(tmp_path / "recipes/grpo_qwen3_5_tiny_1n2g_long.yaml").data["policy"]["optimizer"]
+    assert {k: optimizer.get(k) for k in ("decay", "warmup_steps", "decay_steps", "min_lr")} == {
+        "decay": "constant", "warmup_steps": 10, "decay_steps": None, "min_lr": 0.0}
+
+
 # ---------------------------------------------------------------- a Hub checkpoint
 
 

@@ -97,7 +97,11 @@ def test_bad_schedules_are_refused_naming_the_key(optimizer: dict, message: str)
         _parse(optimizer)
 
 
-def test_a_constant_decay_accepts_the_keys_it_does_not_read() -> None:
-    """megatron-core's recipes set lr_decay_iters and min_lr with a constant decay; so may ours."""
-    cfg = _parse({"warmup_steps": 13, "warmup_init_lr": 5.0e-7, "decay_steps": 1000, "min_lr": MIN}).policy.optimizer
+def test_a_constant_decay_refuses_the_keys_it_does_not_read() -> None:
+    """Nothing silently ignored: decay_steps and min_lr mean nothing to a constant decay."""
+    with pytest.raises(ValueError, match=r"policy\.optimizer\.decay_steps: a constant decay does not read it"):
+        _parse({"warmup_steps": 13, "decay_steps": 1000})
+    with pytest.raises(ValueError, match=r"policy\.optimizer\.min_lr: a constant decay does not read it"):
+        _parse({"warmup_steps": 13, "min_lr": MIN})
+    cfg = _parse({"warmup_steps": 13, "warmup_init_lr": 5.0e-7}).policy.optimizer
     assert lr_at(cfg, 14) == lr_at(cfg, 2000) == LR

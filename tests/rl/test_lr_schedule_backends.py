@@ -120,5 +120,7 @@ def test_a_resumed_backend_takes_the_lr_of_the_step_it_is_told(results: dict, na
 
 @pytest.mark.parametrize("decay", ["constant", "linear", "cosine"])
 def test_the_schedule_is_megatron_cores(results: dict, decay: str) -> None:
-    cfg = replace(OPT, decay=decay, decay_steps=OPT.decay_steps + 2)
+    # a constant decay reads neither decay_steps nor min_lr (and ours refuses them there)
+    unread = dict(decay_steps=None, min_lr=0.0) if decay == "constant" else dict(decay_steps=OPT.decay_steps + 2)
+    cfg = replace(OPT, decay=decay, **unread)
     assert [lr_at(cfg, s) for s in range(1, 9)] == pytest.approx(results["scheduler"][decay], rel=1e-12)
