@@ -62,8 +62,35 @@ def test_torch_backward_is_the_gradient_of_the_chunk_maths(length, heads, v_head
         torch.testing.assert_close(a.double(), b, rtol=1e-9, atol=1e-9, msg=name)
 
 
-def test_refuses_what_it_does_not_implement():
+def test_packed_sequences_run_one_at_a_time() -> None:
+    """With cu_seqlens (fla's packed rows: one row, chunks numbered sequence after sequence) each
+    sequence gets exactly what it gets alone."""
+    gen = torch.Generator().manual_seed(7)
+    lengths, chunk, heads, dim_k, dim_v = (50, 20, 33), 16, 2, 8, 6
+    total, chunks = sum(lengths), [-(-n // chunk) for n in lengths]
+
+    def r(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    q, k, w = r(1, total, heads, dim_k), r(1, total, heads, dim_k), r(1, total, heads, dim_k)
+    v, do, dv = r(1, total, heads, dim_v), r(1, total, heads, dim_v), r(1, total, heads, dim_v)
+    h, dh = r(sum(chunks), heads, dim_k, dim_v), r(sum(chunks), heads, dim_k, dim_v)
+    g = -torch.rand(1, total, heads, generator=gen, dtype=torch.float64)
+    bounds = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
+    packed = chunk_bwd_dqkwg(q=q, k=k, v=v, w=w, g=g, h=h, dv=dv, do=do, dh=dh, scale=0.3, chunk_size=chunk,
+                             cu_seqlens=bounds)
+    start = 0
+    for i, (bos, eos) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
+        s, c = slice(bos, eos), slice(start, start + chunks[i])
+        alone = chunk_bwd_dqkwg(q=q[:, s], k=k[:, s], v=v[:, s], w=w[:, s], g=g[:, s], h=h[c], dv=dv[:, s],
+                                do=do[:, s], dh=dh[c], scale=0.3, chunk_size=chunk)
+        for name, a, b in zip(("dq", "dk", "dw", "dg"), packed, alone):
+            assert torch.equal(a[:, s], b), (name, i)
+        start += chunks[i]
+
+
+def test_refuses_a_call_it_does_not_replace():
     x = torch.zeros(1, 4, 1, 2)
-    with pytest.raises(NotImplementedError, match="unpacked"):
-        chunk_bwd_dqkwg(q=x, k=x, v=x, do=x, h=torch.zeros(1, 1, 2, 2), dh=torch.zeros(1, 1, 2, 2), w=x,
-                        g=torch.zeros(1, 4, 1), dv=x, cu_seqlens=torch.tensor([0, 4]))
+    with pytest.raises(ValueError, match="replaces the gated delta rule's call"):
+        chunk_bwd_dqkwg(q=x, k=x, v=x, do=x, h=torch.zeros(1, 1, 2, 2), dh=torch.zeros(1, 1, 2, 2), w=x, g=None,
+                        dv=x)

@@ -9,7 +9,7 @@ backward step with the same maths written as batched matrix products over all ch
 
 `chunk_bwd_dqkwg` takes fla's arguments and returns what fla's kernel returns: checked against
 fla-core 0.6.0's Triton kernel run by Triton's CPU interpreter (equal to fp32 rounding, with a
-partial last chunk and grouped value heads), and by tests/rl/test_fla_hopper.py against autograd
+partial last chunk, grouped value heads and packed sequences), and by tests/rl/test_fla_hopper.py against autograd
 of the maths below. fla's products take bf16 and accumulate in fp32; here they run in the inputs'
 dtype, the gate arithmetic in fp32. g is the chunk-local cumulative gate in log2 units, as fla
 passes it. Per chunk, with h the state entering it, dh the gradient of the state leaving it and v
@@ -42,24 +42,25 @@ def needs_patch() -> bool:
 
 
 def patch() -> None:
-    """Point fla's gated delta rule at the torch `chunk_bwd_dqkwg` (idempotent). Called eagerly
-    it runs compiled: eager it is a chain of small elementwise kernels (2.59 ms against 0.59-0.68 ms
-    at 4 x 1024 tokens x 32 heads of 128 on an H200, bench/gdn_check.py). Traced inside a compiled
-    layer it is plain torch, so Dynamo takes it into the layer's own graph."""
+    """Point fla's gated delta rule at the torch `chunk_bwd_dqkwg` (idempotent)."""
     chunk = importlib.import_module("fla.ops.gated_delta_rule.chunk")
-    chunk.chunk_bwd_dqkwg = _compiled_when_eager
+    chunk.chunk_bwd_dqkwg = chunk_bwd_dqkwg
 
 
 _compiled = None
 
 
-def _compiled_when_eager(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
+def _rule(*args: Any) -> tuple[torch.Tensor, ...]:
+    """`_batched_rule`, compiled when called eagerly: eager it is a chain of small elementwise
+    kernels (2.59 ms against 0.59-0.68 ms at 4 x 1024 tokens x 32 heads of 128 on an H200,
+    bench/gdn_check.py). Traced inside a compiled layer it is plain torch, so Dynamo takes it
+    into the layer's own graph."""
     global _compiled
-    if torch.compiler.is_compiling():
-        return chunk_bwd_dqkwg(*args, **kwargs)
+    if torch.compiler.is_compiling() or not torch.cuda.is_available():
+        return _batched_rule(*args)
     if _compiled is None:
-        _compiled = torch.compile(chunk_bwd_dqkwg, dynamic=None)
-    return _compiled(*args, **kwargs)
+        _compiled = torch.compile(_batched_rule, dynamic=None)
+    return _compiled(*args)
 
 
 def _chunks(x: torch.Tensor, chunk: int) -> torch.Tensor:
@@ -86,18 +87,39 @@ def _pad_time(x: torch.Tensor, padded: int, edge: bool = False) -> torch.Tensor:
 def chunk_bwd_dqkwg(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, h: torch.Tensor,
                     dh: torch.Tensor, w: torch.Tensor | None = None, g: torch.Tensor | None = None,
                     g_gamma: torch.Tensor | None = None, dv: torch.Tensor | None = None, scale: float | None = None,
-                    state_v_first: bool = False, cu_seqlens: Any = None, chunk_size: int = 64,
+                    state_v_first: bool = False, cu_seqlens: torch.Tensor | None = None, chunk_size: int = 64,
                     chunk_indices: Any = None) -> tuple[torch.Tensor, ...]:
-    """fla's `chunk_bwd_dqkwg` for the gated delta rule (g and w given), whole unpacked sequences."""
-    if g is None or w is None or dv is None or g_gamma is not None or state_v_first or cu_seqlens is not None:
-        raise NotImplementedError("rl.backends.megatron.fla_hopper.chunk_bwd_dqkwg: gated delta rule on whole, "
-                                  "unpacked sequences with a [K, V] state only")
+    """fla's `chunk_bwd_dqkwg` for the gated delta rule (g and w given; what fla's gated delta
+    rule passes, the only caller it replaces). Packed sequences (`cu_seqlens`, one row) run one
+    sequence at a time: fla numbers their chunks (and so `h`, `dh`) sequence after sequence."""
+    if g is None or w is None or dv is None or g_gamma is not None or state_v_first:
+        raise ValueError("rl.backends.megatron.fla_hopper.chunk_bwd_dqkwg replaces the gated delta rule's call "
+                         "(g, w and dv given, no g_gamma, a [K, V] state); fla called it otherwise")
+    scale = k.shape[-1] ** -0.5 if scale is None else scale
+    if cu_seqlens is None:
+        return _rule(q, k, v, do, h, dh, w, g, dv, scale, chunk_size)
+    if q.shape[0] != 1:
+        raise ValueError(f"chunk_bwd_dqkwg: packed sequences come as one row, got a batch of {q.shape[0]}")
+    parts, chunk = [], 0
+    bounds = cu_seqlens.tolist()
+    for bos, eos in zip(bounds[:-1], bounds[1:]):
+        chunks = -(-(eos - bos) // chunk_size)
+        seq = slice(bos, eos)
+        parts.append(_rule(q[:, seq], k[:, seq], v[:, seq], do[:, seq], h[chunk:chunk + chunks],
+                           dh[chunk:chunk + chunks], w[:, seq], g[:, seq], dv[:, seq], scale, chunk_size))
+        chunk += chunks
+    return tuple(torch.cat(column, dim=1) for column in zip(*parts))
+
+
+def _batched_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, h: torch.Tensor,
+                  dh: torch.Tensor, w: torch.Tensor, g: torch.Tensor, dv: torch.Tensor, scale: float,
+                  chunk_size: int) -> tuple[torch.Tensor, ...]:
+    """The rule over whole sequences of equal length, every chunk of every row at once."""
     batch, length, heads, dim_k = k.shape
     v_heads = v.shape[2]
     c = chunk_size
     n = -(-length // c)
     padded = n * c
-    scale = dim_k ** -0.5 if scale is None else scale
     f32 = torch.promote_types(q.dtype, torch.float32)  # fp32, or fp64 when the inputs are
     dt = q.dtype
 
