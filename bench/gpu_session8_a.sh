@@ -1,12 +1,16 @@
-# Prepared in session 7 for the next device call (one H200): issue 11's hybrid layout, A/B of how
-# its gated-delta-net layers compile (whole layer vs `--gdn-compile around`), beside the anchor and
-# dense_1b all attention, 7 timed steps each (bench/megatron_gpu.py's defaults now).
+# Session 8, call 1 (one H200): where the hybrid layout's step goes. torch.profiler tables (and
+# gzipped chrome traces) of one eager step, hybrid and all attention, so the difference can be read
+# per kernel; then issue 10's VLM generation (the h200x2 VLM twin's decoders, an image per prompt).
 . bench/gpu_setup.sh || exit 1
-export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor
-T=$OUT/train.jsonl
-timeout 100 python3 bench/.work/torch_train_anchor.py compile 2>&1 | tail -1 | tee -a $T
-run() { t=$1; shift; timeout $t torchrun --standalone --nproc_per_node 1 bench/megatron_gpu.py --out $T "$@" \
-        > /tmp/last.log 2>&1; rc=$?; echo "rc=$rc $*"; tail -1 /tmp/last.log | cut -c1-200; return $rc; }
-run 110 --compile-layers --model dense_1b
-run 200 --compile-layers --model dense_1b --layers hybrid --gdn-compile around
-run 200 --compile-layers --model dense_1b --layers hybrid
+# fla autotunes each kernel on first use; keep the results for the later runs of this call.
+export TRITON_CACHE_AUTOTUNING=1 TRITON_CACHE_DIR=/tmp/triton TORCHINDUCTOR_CACHE_DIR=/tmp/inductor
+stamp() { echo "t=$(( $(date +%s) - T0 ))s $*"; }
+T0=$(date +%s)
+for layers in hybrid full; do
+  timeout 220 torchrun --standalone --nproc_per_node 1 bench/megatron_gpu.py --model dense_1b --layers $layers \
+      --steps 2 --warmup 2 --profile $OUT/profile_${layers}_eager.txt --out $OUT/train.jsonl > $OUT/p_$layers.log 2>&1
+  stamp "rc=$? $layers"; tail -1 $OUT/p_$layers.log | cut -c1-300
+done
+timeout 200 python3 bench/bench_generation.py --model vlm_twin --batch 64 --new 256 \
+    --variants ours_graphs,ours_static,ours_eager,hf_dynamic --out $OUT/generation.jsonl > $OUT/gen.log 2>&1
+stamp "rc=$? vlm generation"; tail -5 $OUT/gen.log | cut -c1-300

@@ -14,6 +14,7 @@ engine's formula (rl.models.flops.total_flops), MFU is against 790 TFLOP/s bf16 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import time
@@ -72,9 +73,9 @@ def parse() -> argparse.Namespace:
                    help="policy.activation_checkpointing: recompute each layer in its backward")
     p.add_argument("--compile-layers", action="store_true",
                    help="experiment: torch.compile each transformer layer's forward")
-    p.add_argument("--gdn-compile", choices=["whole", "around"], default="whole",
-                   help="with --compile-layers: a linear-attention layer compiled whole (Dynamo meets fla's "
-                        "kernels inside the graph), or only its norms, MLP and the mixer's projections")
+    p.add_argument("--gdn-compile", choices=["around", "whole"], default="around",
+                   help="with --compile-layers: a linear-attention layer compiled around its recurrence (the "
+                        "engine's: norms, MLP, the mixer's projections) or whole (Dynamo meets fla's kernels)")
     p.add_argument("--out", default=None, help="append one JSON line per run (rank 0)")
     return p.parse_args()
 
@@ -122,34 +123,18 @@ def batch(rows: int, seq: int, vocab: int, seed: int) -> dict[str, torch.Tensor]
                 sample_mask=torch.ones(rows))
 
 
-def compile_gdn_around_the_mixer() -> None:
-    """`--gdn-compile around` (an experiment): after `compile_layers`, each gated-delta-net layer
-    runs its own forward eagerly again, with only its norms, MLP and the mixer's in/out projections
-    and output norm compiled, so fla's Triton kernels and the glue between them stay out of every
-    graph. Whole-layer compilation (the engine's) is the A of this A/B."""
+def compile_gdn_whole() -> None:
+    """`--gdn-compile whole` (the A/B of the engine's choice): gated-delta-net layers compile whole,
+    as attention layers do, instead of around their recurrence (rl.backends.megatron.compile)."""
     from rl.backends.megatron import compile as mcomp
 
-    whole = mcomp.compile_layers
-
-    def compile_layers(model: torch.nn.Module) -> int:
-        n = whole(model)
-        for layer in getattr(model, "language_model", model).decoder.layers:
-            mixer = layer.self_attention
-            if type(mixer).__name__ != "GatedDeltaNet":
-                continue
-            del layer.forward  # the instance's compiled forward: back to the class's eager one
-            for part in (layer.input_layernorm, layer.pre_mlp_layernorm, layer.mlp, mixer.in_proj, mixer.out_norm,
-                         mixer.out_proj):
-                part.forward = torch.compile(part.forward, dynamic=None)
-        return n
-
-    mcomp.compile_layers = compile_layers
+    mcomp.is_gated_delta_net = lambda layer: False
 
 
 def main() -> None:
     args = parse()
-    if args.gdn_compile == "around":
-        compile_gdn_around_the_mixer()
+    if args.gdn_compile == "whole":
+        compile_gdn_whole()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group("nccl")
     from rl.algorithms.loss import LossConfig
@@ -205,8 +190,13 @@ def main() -> None:
             backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig(), step=args.warmup + args.steps + 1)
             torch.cuda.synchronize()
         with open(args.profile, "w") as f:
-            f.write(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=30) + "\n")
+            f.write(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=45) + "\n")
             f.write(prof.key_averages().table(sort_by="cpu_time_total", row_limit=30) + "\n")
+        trace = os.path.splitext(args.profile)[0] + ".trace.json"
+        prof.export_chrome_trace(trace)
+        with open(trace, "rb") as f, gzip.open(trace + ".gz", "wb") as g:
+            g.write(f.read())
+        os.remove(trace)
     elif args.profile:
         backend.train_step(mine, num_tokens=num_tokens, loss_cfg=LossConfig(), step=args.warmup + args.steps + 1)
     # The log-prob pass GRPO runs every step (no grad), over the same rows.

@@ -184,7 +184,7 @@ def _generation_refusals(cfg: RunConfig) -> list[str]:
         return [f"generation.tp: {gen.tp}, but the {gen.backend} generation backend runs each replica "
                 f"unsharded (tp {backend.max_tp}); use generation.tp: {backend.max_tp}"]
     try:
-        resolve_decode(gen.decode, gpu=cfg.cluster.device != "cpu", vision=cfg.model.modality == "vision")
+        resolve_decode(gen.decode, gpu=cfg.cluster.device != "cpu")
     except ValueError as error:
         return [_one_line(error)]
     return []

@@ -224,7 +224,7 @@ class Engine:
         ranks = [cluster.spawn(PolicyWorker, slot=placement.policy[r], name=f"policy-{r}", role="policy",
                                rank=r, world_size=world, data_plane=self.plane.worker_client, device=device)
                  for r in range(world)]
-        decode = resolve_decode(cfg.generation.decode, gpu=placement.gpu, vision=cfg.model.modality == "vision")
+        decode = resolve_decode(cfg.generation.decode, gpu=placement.gpu)
         gen = None if distill else cluster.spawn(
             GenerationWorker, slot=placement.generation, name="generation-0", role="generation", rank=0,
             device=device, precision=cfg.policy.precision, decode=decode)

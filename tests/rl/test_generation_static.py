@@ -71,8 +71,6 @@ def test_batch_bucket(batch: int, bucket: int) -> None:
 def test_resolve_decode() -> None:
     assert resolve_decode("auto", gpu=True) == "graphs"
     assert resolve_decode("auto", gpu=False) == "eager"
-    assert resolve_decode("auto", gpu=True, vision=True) == "eager"  # until measured on a GPU
-    assert resolve_decode("graphs", gpu=True, vision=True) == "graphs"
     assert resolve_decode("static", gpu=False) == "static"
     with pytest.raises(ValueError, match="^generation.decode: graphs needs a GPU"):
         resolve_decode("graphs", gpu=False)
