@@ -85,16 +85,17 @@ def _hybrid(rank: int, port: int) -> dict:
     compiled = {name: hasattr(getattr(part, "forward"), "_torchdynamo_orig_callable")
                 for name, part in [("linear", linear), ("linear.in_proj", linear.self_attention.in_proj),
                                    ("linear.out_proj", linear.self_attention.out_proj),
-                                   ("linear.mlp", linear.mlp), ("full", full)]}
+                                   ("full", full)]}
+    compiled["linear._forward_mlp"] = hasattr(linear._forward_mlp, "_torchdynamo_orig_callable")
     return {"breaks": sum(counters["graph_break"].values()), "compiled": compiled, "losses": losses}
 
 
 def test_a_gated_delta_net_layer_compiles_around_its_recurrence() -> None:
-    """The hybrid layout's linear-attention layer runs eagerly, its projections, norms and MLP
-    compiled (whole, it was slower than eager on the H200); the attention layer compiles whole.
+    """The hybrid layout's linear-attention layer runs eagerly, its projections, input norm and MLP
+    half compiled (whole, it was slower than eager on the H200); the attention layer compiles whole.
     No graph breaks, and the compiled step's loss equals the eager one's."""
     out = run_ranks(_hybrid)[0]
     assert out["compiled"] == {"linear": False, "linear.in_proj": True, "linear.out_proj": True,
-                               "linear.mlp": True, "full": True}
+                               "full": True, "linear._forward_mlp": True}
     assert out["breaks"] == 0
     assert out["losses"][0] == out["losses"][1]

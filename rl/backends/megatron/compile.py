@@ -48,12 +48,13 @@ def quiet_default_tp_group() -> None:
 
 
 def _compile_around_gated_delta_net(layer: torch.nn.Module, compiler: Callable) -> None:
-    """A gated-delta-net layer compiles around its recurrence, not whole: its norms, MLP and the
-    mixer's in/out projections, while the layer and mixer forwards (fla's Triton kernels and
-    autograd Functions, the reshapes between them) stay eager. Whole, the compiled hybrid layout
-    was slower than running it eagerly (dense_1b on one H200: 0.59 s a step against 0.54 s eager;
-    the same layers all attention go from 0.72 s to 0.26 s), as Dynamo split each layer at fla's
-    calls; megatron already fuses the gating maths (`jit_fuser`)."""
+    """A gated-delta-net layer compiles around its recurrence, not whole: here its input norm and
+    the mixer's in/out projections (its MLP half in `compile_layers`), while the layer and mixer
+    forwards (fla's Triton kernels and autograd Functions, the reshapes between them) stay eager;
+    megatron already fuses the gating maths (`jit_fuser`). Whole, Dynamo splits the layer at
+    fla's calls, and the compiled hybrid layout ran slower than eager: dense_1b on one H200,
+    0.576 s a step whole against 0.434 s around (same call), 0.535 s eager (bench/results/
+    h200_2026-12-01_s8)."""
     mixer = layer.self_attention
     for part in (layer.input_layernorm, mixer.in_proj, mixer.out_proj):
         part.forward = compiler(part.forward)
@@ -70,10 +71,12 @@ def compile_layers(model: torch.nn.Module, compiler: Callable | None = None) -> 
     tests pass Dynamo's eager backend).
 
     A dense attention layer compiles whole (one graph). A gated-delta-net layer compiles around its
-    recurrence (`_compile_around_gated_delta_net`). A MoE layer's router and token dispatcher move
-    token counts to the host and call megatron's autograd Functions, which Dynamo cannot trace, so
-    only the parts around them compile: the attention half (input norm, attention, residual), the
-    pre-MLP norm, the shared expert and the grouped experts (dynamic in the token count)."""
+    recurrence (`_compile_around_gated_delta_net`) and its MLP half (norm, MLP, residual) as one
+    graph: each compiled call costs host time, and the hybrid step at micro-batch 4 is host-bound.
+    A MoE layer's router and token dispatcher move token counts to the host and call megatron's
+    autograd Functions, which Dynamo cannot trace, so only the parts around them compile: the
+    attention half (or, in a gated-delta-net layer, the parts above), the pre-MLP norm, the shared
+    expert and the grouped experts (dynamic in the token count)."""
     compiler = compiler or (lambda fn: torch.compile(fn, dynamic=None))
     quiet_default_tp_group()
     language = getattr(model, "language_model", model)
@@ -88,10 +91,10 @@ def compile_layers(model: torch.nn.Module, compiler: Callable | None = None) -> 
             _compile_around_gated_delta_net(layer, compiler)
         else:
             layer._forward_attention = compiler(layer._forward_attention)
-        layer.pre_mlp_layernorm.forward = compiler(layer.pre_mlp_layernorm.forward)
-        if experts is None:
-            layer.mlp.forward = compiler(layer.mlp.forward)
+        if experts is None:  # the MLP half as one graph: pre-MLP norm, MLP, residual
+            layer._forward_mlp = compiler(layer._forward_mlp)
             continue
+        layer.pre_mlp_layernorm.forward = compiler(layer.pre_mlp_layernorm.forward)
         experts.forward = compiler(experts.forward)
         shared = getattr(layer.mlp, "shared_experts", None)
         if shared is not None:
