@@ -1,4 +1,4 @@
-"""Gated-delta-net kernels on a GPU: `python3 bench/gdn_check.py` (CUDA, needs fla-core).
+"""Gated-delta-net kernels on a GPU: `python3 bench/gdn_check.py [ops]` (CUDA, needs fla-core).
 
 megatron's GatedDeltaNet calls three fla kernels; `rl.backends.megatron.shims.fla_stand_in`
 keeps fla's and, on Hopper under Triton 3.4-3.7.0, swaps fla's one refused backward kernel for
@@ -8,7 +8,11 @@ keeps fla's and, on Hopper under Triton 3.4-3.7.0, swaps fla's one refused backw
    rule in fp32; the torch rule in bf16 against the same fp32 run sets the error a bf16 kernel
    may have. Exit 1 when fla's relative error exceeds max(2 x torch-bf16's, 2e-2). fla's
    `causal_conv1d` and `l2norm` against the torch stand-ins the same way.
-2. Speed of the rule, forward + backward, median of 10: fla against the torch rule.
+2. rl.backends.megatron.fla_ops (the same kernels as torch custom ops, what a layer compiled
+   whole calls) against fla's own functions, bf16, forward and gradients, padded rows and packed
+   sequences: equal to 1e-3 relative (the rule's backward op recomputes the gate sums and the
+   intra-chunk matrix from the inputs; same kernels, so equal in practice). Exit 1 otherwise.
+3. Speed of the rule, forward + backward, median of 10: fla against the torch rule, and the op.
 One JSON line each.
 """
 
@@ -31,7 +35,7 @@ from fla.modules.l2norm import l2norm  # noqa: E402
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # noqa: E402
 from megatron.core.ssm.gated_delta_net.common import torch_chunk_gated_delta_rule  # noqa: E402
 
-from rl.backends.megatron import fla_hopper  # noqa: E402
+from rl.backends.megatron import fla_hopper, fla_ops  # noqa: E402
 
 BATCH, LENGTH, HEADS, DIM = 4, 1024, 32, 128  # dense_1b hybrid: 32 value heads of 128, k/q repeated to them
 
@@ -96,6 +100,47 @@ def check_conv_and_norm() -> bool:
     return ok
 
 
+def grads_of(fn, leaves: list[torch.Tensor], dy: torch.Tensor) -> list[torch.Tensor]:
+    leaves = [t.detach().clone().requires_grad_() for t in leaves]
+    out = fn(*leaves)
+    out.float().backward(dy)
+    return [out.detach().float()] + [t.grad.float() for t in leaves]
+
+
+def check_ops() -> bool:
+    """fla_ops against fla's functions: rule (padded and packed), conv (with and without bias), L2 norm."""
+    inputs = [x.bfloat16() if i != 3 else x for i, x in enumerate(rule_inputs(2))]
+    packed = [x[:1] for x in inputs]
+    cu = torch.tensor([0, 300, 301, 777, LENGTH], device="cuda")
+    dy = torch.randn(BATCH, LENGTH, HEADS, DIM, device="cuda")
+    errors = {}
+    for name, leaves, seqs, grad in (("rule", inputs, None, dy), ("rule_packed", packed, cu, dy[:1])):
+        ours = grads_of(lambda q, k, v, g, b: fla_ops.chunk_gated_delta_rule(q, k, v, g, b, cu_seqlens=seqs)[0],
+                        leaves, grad)
+        theirs = grads_of(lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g=g, beta=b, cu_seqlens=seqs)[0],
+                          leaves, grad)
+        errors[name] = max(rel(a, b) for a, b in zip(ours, theirs))
+    x = torch.randn(BATCH, LENGTH, 3 * HEADS * DIM, device="cuda").bfloat16()
+    weight = (torch.randn(x.shape[-1], 4, device="cuda") * 0.5).bfloat16()
+    bias = torch.randn(x.shape[-1], device="cuda").bfloat16()
+    for name, extra in (("conv", []), ("conv_bias", [bias])):
+        def fla_conv(x, w, *b):
+            return causal_conv1d(x=x, weight=w, bias=b[0] if b else None, activation="silu")[0]
+
+        def op_conv(x, w, *b):
+            return fla_ops.causal_conv1d(x, w, b[0] if b else None, activation="silu")[0]
+
+        ours, theirs = (grads_of(fn, [x, weight, *extra], torch.randn_like(x, dtype=torch.float32))
+                        for fn in (op_conv, fla_conv))
+        errors[name] = max(rel(a, b) for a, b in zip(ours, theirs))
+    z = torch.randn(BATCH, LENGTH, HEADS, DIM, device="cuda").bfloat16()
+    dz = torch.randn(z.shape, device="cuda")
+    errors["l2norm"] = max(rel(a, b) for a, b in zip(grads_of(fla_ops.l2norm, [z], dz), grads_of(l2norm, [z], dz)))
+    ok = max(errors.values()) < 1e-3
+    print(json.dumps({"check": "fla_ops against fla", "ok": ok, "max_rel": errors}), flush=True)
+    return ok
+
+
 def median_ms(fn, repeats: int = 12) -> float:
     samples = []
     for _ in range(repeats):
@@ -127,17 +172,21 @@ def speed() -> None:
     inputs = rule_inputs(1)
     dy = torch.randn(BATCH, LENGTH, HEADS, DIM, device="cuda")
     times = {name: median_ms(lambda fn=fn: run_rule(fn, inputs, torch.bfloat16, dy))
-             for name, fn in (("fla", chunk_gated_delta_rule), ("torch", torch_chunk_gated_delta_rule))}
+             for name, fn in (("fla", chunk_gated_delta_rule), ("torch", torch_chunk_gated_delta_rule),
+                              ("fla_ops", fla_ops.chunk_gated_delta_rule))}
     q, k, v, g, beta = (x.bfloat16() if i < 3 or i == 4 else x for i, x in enumerate(inputs))
     with torch.no_grad():
         fla_forward = median_ms(lambda: chunk_gated_delta_rule(q, k, v, g=g, beta=beta))
     print(json.dumps({"bench": "gated_delta_rule fwd+bwd", "shape": [BATCH, LENGTH, HEADS, DIM],
                       "fla_ms": times["fla"], "fla_forward_ms": fla_forward, "torch_ms": times["torch"],
+                      "fla_ops_ms": times["fla_ops"],
                       "speedup": round(times["torch"] / times["fla"], 1)}), flush=True)
 
 
 if __name__ == "__main__":
-    ok = check_rule() & check_conv_and_norm()
+    if sys.argv[1:] == ["ops"]:  # `python3 bench/gdn_check.py ops`: check 2 alone
+        sys.exit(0 if check_ops() else 1)
+    ok = check_rule() & check_conv_and_norm() & check_ops()
     speed()
     speed_backward_piece()
     sys.exit(0 if ok else 1)

@@ -73,9 +73,10 @@ def parse() -> argparse.Namespace:
                    help="policy.activation_checkpointing: recompute each layer in its backward")
     p.add_argument("--compile-layers", action="store_true",
                    help="experiment: torch.compile each transformer layer's forward")
-    p.add_argument("--gdn-compile", choices=["around", "whole"], default="around",
+    p.add_argument("--gdn-compile", choices=["around", "whole", "ops"], default="around",
                    help="with --compile-layers: a linear-attention layer compiled around its recurrence (the "
-                        "engine's: norms, MLP, the mixer's projections) or whole (Dynamo meets fla's kernels)")
+                        "engine's: norms, MLP, the mixer's projections), whole (Dynamo meets fla's kernels), "
+                        "or whole with fla's kernels as custom ops (rl.backends.megatron.fla_ops)")
     p.add_argument("--out", default=None, help="append one JSON line per run (rank 0)")
     return p.parse_args()
 
@@ -135,6 +136,10 @@ def main() -> None:
     args = parse()
     if args.gdn_compile == "whole":
         compile_gdn_whole()
+    elif args.gdn_compile == "ops":
+        from rl.backends.megatron import shims
+
+        shims.OPAQUE_GDN_OPS = True
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group("nccl")
     from rl.algorithms.loss import LossConfig

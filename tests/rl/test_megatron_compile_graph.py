@@ -7,6 +7,7 @@ broke every layer and left the rest of it eager (docs/benchmarks.md, issue 11).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import pytest
@@ -52,11 +53,12 @@ def test_a_compiled_dense_layer_is_one_graph_without_breaks() -> None:
     assert counts == {"breaks": 0, "graphs": 1}
 
 
-def _hybrid(rank: int, port: int) -> dict:
+def _hybrid(rank: int, port: int, opaque: bool = False) -> dict:
     from torch._dynamo.utils import counters
 
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
+    from rl.backends.megatron import shims
     from rl.backends.megatron.compile import compile_layers
     from rl.config import OptimizerConfig, ParallelConfig
     from rl.models import build_model
@@ -67,7 +69,8 @@ def _hybrid(rank: int, port: int) -> dict:
     weights = build_model(cfg, vocab_size=VOCAB, seed=0).state_dict()
     batch = train_batch(vocab=VOCAB, seed=1, length=16)
     losses, layers = [], None
-    for compiled in (False, True):
+    for compiled in (False, True):  # the eager run: the torch stand-ins, no custom ops
+        shims.OPAQUE_GDN_OPS = compiled and opaque
         backend = get_backend("megatron")(
             model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=2, seed=0, weights=weights,
             optimizer_cfg=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
@@ -87,7 +90,9 @@ def _hybrid(rank: int, port: int) -> dict:
                                    ("linear.out_proj", linear.self_attention.out_proj),
                                    ("full", full)]}
     compiled["linear._forward_mlp"] = hasattr(linear._forward_mlp, "_torchdynamo_orig_callable")
-    return {"breaks": sum(counters["graph_break"].values()), "compiled": compiled, "losses": losses}
+    return {"breaks": sum(counters["graph_break"].values()), "why": dict(counters["graph_break"]),
+            "graphs": counters["stats"]["unique_graphs"],
+            "compiled": compiled, "losses": losses}
 
 
 def test_a_gated_delta_net_layer_compiles_around_its_recurrence() -> None:
@@ -99,3 +104,15 @@ def test_a_gated_delta_net_layer_compiles_around_its_recurrence() -> None:
                                "full": True, "linear._forward_mlp": True}
     assert out["breaks"] == 0
     assert out["losses"][0] == out["losses"][1]
+
+
+def test_with_its_kernels_as_custom_ops_a_gated_delta_net_layer_is_one_graph() -> None:
+    """`shims.OPAQUE_GDN_OPS`: conv, L2 norm and the gated delta rule are opaque custom ops
+    (rl.backends.megatron.fla_ops), so the linear-attention layer compiles whole: one graph per
+    layer, no break, the same loss as the eager stand-ins."""
+    out = run_ranks(functools.partial(_hybrid, opaque=True))[0]
+    assert out["compiled"] == {"linear": True, "linear.in_proj": False, "linear.out_proj": False,
+                               "full": True, "linear._forward_mlp": False}
+    assert out["breaks"] == 0, out["why"]
+    assert out["graphs"] == 2
+    assert out["losses"][1] == pytest.approx(out["losses"][0], rel=1e-6)

@@ -90,12 +90,14 @@ def _sabotage(control: str | None) -> None:
         Layout.rank_index = lambda self, rank: token_index(self.size, self.cp, rank)
 
 
-def _run(twin: str, parallel: dict, control: str | None, world: int, fields: dict, rank: int, port: int) -> dict:
+def _run(twin: str, parallel: dict, control: str | None, world: int, fields: dict, rank: int, port: int,
+         opaque_ops: bool = False) -> dict:
     import torch.distributed as dist
 
     from rl.backends.megatron import shims
 
     shims.apply()
+    shims.OPAQUE_GDN_OPS = opaque_ops
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     _sabotage(control)
@@ -126,11 +128,12 @@ def _run(twin: str, parallel: dict, control: str | None, world: int, fields: dic
 
 
 def _ranks(twin: str, parallel: dict | None = None, control: str | None = None, world: int | None = None,
-           fields: dict | None = None) -> list[dict]:
+           fields: dict | None = None, opaque_ops: bool = False) -> list[dict]:
     import functools
 
     world = world or (2 if parallel else 1)
-    return run_ranks(functools.partial(_run, twin, parallel or {}, control, world, fields or {}), nprocs=world)
+    return run_ranks(functools.partial(_run, twin, parallel or {}, control, world, fields or {},
+                                       opaque_ops=opaque_ops), nprocs=world)
 
 
 def _assert_same(result: dict) -> None:
@@ -155,6 +158,13 @@ def test_packed_rows_give_the_padded_rows_log_probs_loss_and_gradients(twin: str
                          ids=["tp2_sp", "ep2", "pp2", "dense_cp2", "hybrid_cp2"])
 def test_packing_on_two_ranks_matches_padding(twin: str, parallel: dict) -> None:
     for result in _ranks(twin, parallel):  # pp: each stage's gradients; log-probs and loss on the last
+        _assert_same(result)
+
+
+@pytest.mark.parametrize("parallel", [{}, {"cp": 2}], ids=["one_rank", "cp2"])
+def test_packing_with_the_kernels_as_custom_ops_matches_padding(parallel: dict) -> None:
+    """The gated-delta-net kernels behind rl.backends.megatron.fla_ops carry cu_seqlens through."""
+    for result in _ranks("hybrid", parallel, opaque_ops=True):
         _assert_same(result)
 
 

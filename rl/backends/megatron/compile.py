@@ -12,9 +12,12 @@ its logits in bf16 (`fp32_output=False`).
 
 from __future__ import annotations
 
+import types
 from typing import Callable
 
 import torch
+
+from rl.backends.megatron import fla_ops
 
 CPU_REFUSAL = "policy.compile: torch.compile of the megatron layers needs a GPU (cluster.device is cpu); set it false"
 
@@ -44,7 +47,13 @@ def quiet_default_tp_group() -> None:
             return parallel_state.get_expert_tensor_parallel_group(check_initialized=check_initialized)
         return parallel_state.get_tensor_model_parallel_group(check_initialized=check_initialized)
 
-    layers.get_tensor_model_parallel_group_if_none = default_tp_group
+    import sys
+
+    original = layers.get_tensor_model_parallel_group_if_none
+    for name, module in list(sys.modules.items()):  # every module that imported it by name
+        if name.startswith("megatron.core") and getattr(module, "get_tensor_model_parallel_group_if_none",
+                                                        None) is original:
+            module.get_tensor_model_parallel_group_if_none = default_tp_group
 
 
 def _compile_around_gated_delta_net(layer: torch.nn.Module, compiler: Callable) -> None:
@@ -58,6 +67,16 @@ def _compile_around_gated_delta_net(layer: torch.nn.Module, compiler: Callable) 
     mixer = layer.self_attention
     for part in (layer.input_layernorm, mixer.in_proj, mixer.out_proj):
         part.forward = compiler(part.forward)
+
+
+def _plain_fused_methods(mixer: torch.nn.Module) -> None:
+    """megatron wraps three GatedDeltaNet methods in torch.compile (`jit_fuser`). Inside a layer
+    compiled whole they would be nested compiled calls, which Dynamo (torch 2.13) calls without
+    their `self`; the instance gets the plain methods, and the layer's graph fuses them anyway."""
+    for name in ("_prepare_input_for_gated_delta_rule", "_compute_g_and_beta", "_apply_gated_norm"):
+        plain = getattr(getattr(type(mixer), name, None), "_torchdynamo_orig_callable", None)
+        if plain is not None:
+            setattr(mixer, name, types.MethodType(plain, mixer))
 
 
 def is_gated_delta_net(layer: torch.nn.Module) -> bool:
@@ -83,7 +102,10 @@ def compile_layers(model: torch.nn.Module, compiler: Callable | None = None) -> 
     layers = language.decoder.layers
     for layer in layers:
         experts = getattr(layer.mlp, "experts", None)
-        gated_delta_net = is_gated_delta_net(layer)
+        opaque = is_gated_delta_net(layer) and fla_ops.is_opaque(layer.self_attention)
+        if opaque:
+            _plain_fused_methods(layer.self_attention)
+        gated_delta_net = is_gated_delta_net(layer) and not opaque
         if experts is None and not gated_delta_net:
             layer.forward = compiler(layer.forward)
             continue

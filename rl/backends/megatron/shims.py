@@ -91,12 +91,23 @@ def fla_usable() -> bool:
     return importlib.util.find_spec("fla") is not None and not on_cpu()
 
 
+# True: the gated-delta-net kernels run as torch custom ops (`fla_ops`), so `policy.compile` compiles
+# such a layer whole. Set by bench/megatron_gpu.py `--gdn-compile ops` and by tests until the
+# H200 A/B against compiling around fla's kernels decides the default (docs/benchmarks.md, session 8).
+OPAQUE_GDN_OPS = False
+
+
 def fla_stand_in() -> None:
     """Make megatron's GatedDeltaNet runnable here; call after `apply()`.
 
     With fla and a GPU, fla's kernels run, except the one backward kernel fla refuses on Hopper
     under Triton 3.4-3.7.0, which `fla_hopper` replaces with torch. Elsewhere the torch
-    stand-ins for all three kernels."""
+    stand-ins for all three kernels. With `OPAQUE_GDN_OPS`, either behind custom ops."""
+    if OPAQUE_GDN_OPS and (fla_usable() or on_cpu()):
+        from rl.backends.megatron import fla_ops
+
+        fla_ops.install()
+        return
     if fla_usable():
         from rl.backends.megatron import fla_hopper
 
