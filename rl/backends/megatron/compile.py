@@ -12,6 +12,7 @@ its logits in bf16 (`fp32_output=False`).
 
 from __future__ import annotations
 
+import sys
 import types
 from typing import Callable
 
@@ -46,8 +47,6 @@ def quiet_default_tp_group() -> None:
         if is_expert:
             return parallel_state.get_expert_tensor_parallel_group(check_initialized=check_initialized)
         return parallel_state.get_tensor_model_parallel_group(check_initialized=check_initialized)
-
-    import sys
 
     original = layers.get_tensor_model_parallel_group_if_none
     for name, module in list(sys.modules.items()):  # every module that imported it by name

@@ -1,0 +1,52 @@
+"""bench/throughput.py's acceptance rows: ratios and verdicts from the runs' JSON lines, and a
+missing run or figure never reads as a pass."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "throughput.py"
+SPEC = importlib.util.spec_from_file_location("throughput", SCRIPT)
+throughput = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(throughput)
+
+# session 8, call C: the anchor, our all attention and hybrid at micro-batch 16 (one H200)
+CALL_C = {"anchor": {"tokens_per_s": 64844, "mfu": 0.4321},
+          "dense": {"tokens_per_s": 69596, "mfu": 0.4638, "logprobs_tokens_per_s": 176082},
+          "hybrid": {"tokens_per_s": 66236, "mfu": 0.4319, "logprobs_tokens_per_s": 224645}}
+
+
+def by_row(results: dict) -> dict[str, dict]:
+    return {row["row"]: row for row in throughput.verdicts(results)}
+
+
+def test_call_c_passes_the_one_gpu_rows_and_has_no_figure_for_the_two_gpu_ones() -> None:
+    rows = by_row(CALL_C)
+    assert rows["dense_1b, 1 GPU"]["ratio"] == 1.073 and rows["dense_1b, 1 GPU"]["ok"] is True
+    assert rows["hybrid layout, 1 GPU"]["ratio"] == 0.952 and rows["hybrid layout, 1 GPU"]["ok"] is True
+    assert rows["dense_1b, DP2"]["ok"] is None and rows["moe_1b, EP2"]["ok"] is None
+    assert "no figure" in throughput.table(CALL_C, list(rows.values()))
+
+
+def test_each_target_fails_below_its_bound() -> None:
+    slow = {"anchor": {"tokens_per_s": 64844}, "dense": {"tokens_per_s": 66510, "mfu": 0.4432},
+            "hybrid": {"tokens_per_s": 37759, "mfu": 0.2462}, "dense_dp2": {"tokens_per_s": 120000, "mfu": 0.4},
+            "moe_ep2": {"tokens_per_s": 76787, "mfu": 0.072}}
+    rows = by_row(slow)
+    assert rows["dense_1b, 1 GPU"]["ok"] is False  # 1.026x the anchor, but MFU 44.3% < 45%
+    assert rows["hybrid layout, 1 GPU"]["ok"] is False  # 0.568x
+    assert rows["dense_1b, DP2"]["ratio"] == 1.804 and rows["dense_1b, DP2"]["ok"] is False
+    assert rows["moe_1b, EP2"]["ok"] is False
+
+
+def test_a_failed_run_is_no_figure_not_a_pass() -> None:
+    rows = by_row({"anchor": {}, "dense": {"tokens_per_s": 69596, "mfu": 0.46}, "hybrid": {"tokens_per_s": "nan"}})
+    assert rows["dense_1b, 1 GPU"]["ok"] is None
+    assert rows["hybrid layout, 1 GPU"]["ok"] is None
+
+
+def test_the_runs_this_machine_can_hold() -> None:
+    assert set(throughput.runs(1, 16)) == {"dense", "hybrid"}
+    assert set(throughput.runs(2, 16)) == {"dense", "hybrid", "dense_dp2", "moe_ep2"}
+    assert throughput.last_json("warning\n{\"a\": 1}\nnoise\n{\"b\": 2}\n") == {"b": 2}
