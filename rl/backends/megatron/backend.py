@@ -58,6 +58,7 @@ from rl.backends.megatron import compile as mcomp  # noqa: E402
 from rl.backends.megatron import config as mcfg  # noqa: E402
 from rl.backends.megatron import context as mctx  # noqa: E402
 from rl.backends.megatron import convert as conv  # noqa: E402
+from rl.backends.megatron import grad_sync  # noqa: E402
 from rl.backends.megatron import packed as mpack  # noqa: E402
 from rl.backends.megatron import packed_context as mpcp  # noqa: E402
 from rl.backends.megatron import pipeline as mpipe  # noqa: E402
@@ -206,7 +207,8 @@ class MegatronBackend:
         self.model = self._wrap(self.gpt)
         self.reference = self._wrap(self.reference_gpt).eval()
         ddp_config = DistributedDataParallelConfig(
-            grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=distributed_optimizer)
+            grad_reduce_in_fp32=True, use_distributed_optimizer=distributed_optimizer,
+            overlap_grad_reduce=grad_sync.wanted(self.parallel.pp, vision=self.vl_config is not None))
         self.ddp = DistributedDataParallel(config=self.config, ddp_config=ddp_config, module=self.model)
         self.optimizer_cfg = optimizer_cfg
         self.optimizer = get_megatron_optimizer(MegatronOptimizerConfig(
@@ -447,10 +449,13 @@ class MegatronBackend:
             if self.parallel.pp > 1:
                 self._pipeline_train(cut, images, num_tokens=num_tokens, loss_cfg=loss_cfg, totals=totals)
             else:
-                for mb, rows, packing in cut:
-                    inputs, to_logprobs, _, _ = self._prepare(mb, images, packing)
-                    curr = to_logprobs(self.ddp(**inputs, **self._logits_kwargs))
-                    backward_micro_batch(mb, len(rows), curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
+                for i, (mb, rows, packing) in enumerate(cut):
+                    with grad_sync.micro_batch(self.ddp, last=i == len(cut) - 1):
+                        inputs, to_logprobs, _, _ = self._prepare(mb, images, packing)
+                        curr = to_logprobs(self.ddp(**inputs, **self._logits_kwargs))
+                        backward_micro_batch(mb, len(rows), curr, loss_cfg=loss_cfg, num_tokens=num_tokens,
+                                             totals=totals)
+        grad_sync.start_remaining(self.ddp)
         finalize_model_grads([self.ddp])
         # megatron-core's own scheduler is not used: the lr is set on the param groups, which a
         # chained optimizer gathers from every optimizer it holds and its inner AdamW reads.
