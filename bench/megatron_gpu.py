@@ -65,6 +65,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--rows", type=int, default=16, help="rows per data-parallel replica per step")
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--mbs", type=int, default=4)
+    p.add_argument("--logprob-mbs", type=int, default=None, help="rows per log-prob forward (None: --mbs)")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--check-hf", action="store_true")
@@ -157,7 +158,7 @@ def main() -> None:
         optimizer_cfg=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
         parallel=ParallelConfig(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp), precision=args.precision,
         distributed_optimizer=args.distributed_optimizer, compile=args.compile_layers,
-        activation_checkpointing=args.activation_checkpointing)
+        activation_checkpointing=args.activation_checkpointing, logprob_micro_batch_size=args.logprob_mbs)
     build_s = time.perf_counter() - t0
     data = batch(args.rows * backend.dp_size, args.seq, vocab, seed=1)
     share = slice(backend.dp_rank * args.rows, (backend.dp_rank + 1) * args.rows)
@@ -221,7 +222,8 @@ def main() -> None:
                   gpus=world, tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp,
                   sp=args.sp, dp=backend.dp_size,
                   precision=args.precision, distributed_optimizer=args.distributed_optimizer,
-                  rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, build_s=round(build_s, 2),
+                  rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, logprob_mbs=backend.logprob_micro_batch_size,
+                  build_s=round(build_s, 2),
                   compile_layers=args.compile_layers, gdn_compile=args.gdn_compile,
                   activation_checkpointing=args.activation_checkpointing,
                   step_s=round(step_s, 4), step_s_range=[round(min(times), 4), round(max(times), 4)],

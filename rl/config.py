@@ -130,6 +130,7 @@ class PolicyConfig:
     backend: str = "torch"
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     micro_batch_size: int = 8
+    logprob_batch_size: int | None = None  # rows per log-prob forward; None: micro_batch_size
     max_seq_len: int | None = None  # sizes the harness plan; the engine pads to prompt + max_new_tokens
     precision: str = "fp32"
     distributed_optimizer: bool = False
@@ -404,6 +405,8 @@ def _validate(cfg: RunConfig) -> None:
     for dotted in positive:
         if _lookup(cfg, dotted) < 1:
             raise ValueError(f"{dotted}: must be >= 1, got {_lookup(cfg, dotted)}")
+    if cfg.policy.logprob_batch_size is not None and cfg.policy.logprob_batch_size < 1:
+        raise ValueError(f"policy.logprob_batch_size: must be >= 1 or null, got {cfg.policy.logprob_batch_size}")
     if cfg.algorithm.name == "grpo" and cfg.algorithm.generations_per_prompt < 2:
         raise ValueError("algorithm.generations_per_prompt: GRPO needs >= 2 samples per prompt")
     _validate_algorithm_sections(cfg)

@@ -257,6 +257,7 @@ class Engine:
         backend_kwargs = {"model_cfg": model_cfg, "vocab_size": len(tokenizer), "seed": alg.seed,
                           "optimizer_cfg": cfg.policy.optimizer,
                           "micro_batch_size": cfg.policy.micro_batch_size,
+                          "logprob_micro_batch_size": cfg.policy.logprob_batch_size,
                           "parallel": cfg.policy.parallel, "precision": cfg.policy.precision,
                           "distributed_optimizer": cfg.policy.distributed_optimizer,
                           "compile": cfg.policy.compile,

@@ -173,6 +173,7 @@ KEYS: dict[str, Key] = {
     "loss_fn.use_importance_sampling_correction": Key("algorithm.loss.is_correction", _bool),
     "policy.model_name": Key("model.path"),
     "policy.train_micro_batch_size": Key("policy.micro_batch_size", _int),
+    "policy.logprob_batch_size": Key("policy.logprob_batch_size", _int),
     "policy.max_total_sequence_length": Key("policy.max_seq_len", _int_or_null),
     "policy.precision": Key("policy.precision", _precision, check=_not_fp8),
     "policy.max_grad_norm": Key("policy.optimizer.grad_clip", _grad_clip),

@@ -71,7 +71,9 @@ class TorchBackend:
         model_cfg: the recipe's `model` section as a dict (what `rl.models.build_model` takes).
         vocab_size: the tokenizer's vocabulary size.
         optimizer_cfg: the recipe's `policy.optimizer` section (`rl.config.OptimizerConfig`).
-        micro_batch_size: rows per forward.
+        micro_batch_size: rows per training forward.
+        logprob_micro_batch_size: rows per log-prob forward (`policy.logprob_batch_size`; None:
+            `micro_batch_size`). No activations are kept there, so it can be larger.
         weights: initial policy weights (the warm-started state dict); also the reference.
         seed: model construction seed (weights are replaced by `weights` anyway).
         parallel, precision, distributed_optimizer: the recipe's `policy` fields (`parallel` an
@@ -88,7 +90,8 @@ class TorchBackend:
                  parallel: ParallelConfig | None = None, precision: str = "fp32",
                  distributed_optimizer: bool = False, device: str = "cpu", compile: bool = False,
                  activation_checkpointing: bool = False,
-                 sequence_packing: SequencePackingConfig | None = None) -> None:
+                 sequence_packing: SequencePackingConfig | None = None,
+                 logprob_micro_batch_size: int | None = None) -> None:
         _check_data_parallel_only(parallel, precision, distributed_optimizer, compile)
         self.device = torch.device(device)
         if self.device.type == "cuda":
@@ -100,6 +103,7 @@ class TorchBackend:
         if activation_checkpointing:  # the policy only: the reference never runs a backward
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.micro_batch_size = micro_batch_size
+        self.logprob_micro_batch_size = logprob_micro_batch_size or micro_batch_size
         self.optimizer_cfg = optimizer_cfg
         self.packing = sequence_packing if sequence_packing is not None else SequencePackingConfig()
         self.grad_clip = optimizer_cfg.grad_clip
@@ -138,12 +142,12 @@ class TorchBackend:
         if unknown:
             raise DataIntegrityError(f"unknown image columns {sorted(unknown)}")
         columns = {"input_ids": input_ids, "attention_mask": attention_mask, **images}
-        for mb, rows, packing in self._forwards(columns):
+        for mb, rows, packing in self._forwards(columns, self.logprob_micro_batch_size):
             out[rows] = _token_logprobs(model, mb, packing, tuple(images))[:len(rows)].cpu()
         return out
 
-    def _forwards(self, columns: dict[str, torch.Tensor]) -> list[Forward]:
-        return _cut(columns, size=self.micro_batch_size, packing=self.packing, device=self.device)
+    def _forwards(self, columns: dict[str, torch.Tensor], size: int) -> list[Forward]:
+        return _cut(columns, size=size, packing=self.packing, device=self.device)
 
     # --- training ------------------------------------------------------------------------
 
@@ -160,7 +164,7 @@ class TorchBackend:
         if rows:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
             columns = {k: batch[k] for k in TRAIN_FIELDS + images}
-            for mb, held, packing in self._forwards(columns):
+            for mb, held, packing in self._forwards(columns, self.micro_batch_size):
                 curr = _token_logprobs(self.model, mb, packing, images)
                 backward_micro_batch(mb, len(held), curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
         totals["grad_norm"], totals["lr"] = self._reduce_and_step(step)

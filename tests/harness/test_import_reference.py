@@ -171,7 +171,7 @@ def test_report_counts(checkout: Path) -> None:
         "thresholds_files_written": 4, "checks_read": 15, "checks_translated": 12,
         "checks_not_translated": {"function": 1, "no_step": 1, "shell_variable": 1},
         "checks_flagged": {"cannot_fail": 1, "nan_guard": 1},
-        "guards_dropped": 1, "scripts_with_guard": 1, "unsupported_reference_keys": 1, "unknown_reference_keys": 4,
+        "guards_dropped": 1, "scripts_with_guard": 1, "unsupported_reference_keys": 1, "unknown_reference_keys": 3,
         "values_refused": 1,
         "suites_written": 3,
     }
@@ -190,7 +190,7 @@ def test_report_counts(checkout: Path) -> None:
     assert report["unsupported_keys"] == {"policy.generation.vllm_cfg.gpu_memory_utilization": {
         "recipes": 4, "reason": unsupported_reason("policy.generation.vllm_cfg.gpu_memory_utilization")}}
     assert report["unknown_keys"] == {
-        "env.math.num_workers": 4, "grpo.val_period": 4, "policy.logprob_batch_size": 4, "policy.optimizer.name": 4}
+        "env.math.num_workers": 4, "grpo.val_period": 4, "policy.optimizer.name": 4}
     assert [(s["list"], s["entries"], s["imported"], s["disabled"], s["written"]) for s in report["suites"]] == [
         ("disabled.txt", 1, 1, 1, True), ("nightly.txt", 3, 1, 0, True),
         ("nightly_gb200.txt", 1, 1, 0, False), ("release.txt", 1, 1, 1, True)]
@@ -259,6 +259,7 @@ cluster:
   device: h100
 policy:
   micro_batch_size: 4
+  logprob_batch_size: 4
   precision: bf16
   optimizer:
     lr: 5.0e-06

@@ -64,6 +64,7 @@ READERS: dict[str, tuple[str, str]] = {
     "policy.parallel.etp": ("rl/backends/megatron/backend.py", "parallel.etp"),
     "policy.parallel.sp": ("rl/backends/megatron/backend.py", "parallel.sp"),
     "policy.micro_batch_size": ("rl/run.py", "cfg.policy.micro_batch_size"),
+    "policy.logprob_batch_size": ("rl/run.py", "cfg.policy.logprob_batch_size"),
     "policy.precision": ("rl/run.py", "cfg.policy.precision"),
     "policy.distributed_optimizer": ("rl/run.py", "cfg.policy.distributed_optimizer"),
     "policy.compile": ("rl/run.py", '"compile": cfg.policy.compile'),

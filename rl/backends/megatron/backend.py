@@ -162,7 +162,8 @@ class MegatronBackend:
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig, micro_batch_size: int,
                  weights: dict[str, torch.Tensor] | None, seed: int, parallel: ParallelConfig | None = None,
                  precision: str = "fp32", distributed_optimizer: bool = False, compile: bool = False,
-                 activation_checkpointing: bool = False, sequence_packing: SequencePackingConfig | None = None) -> None:
+                 activation_checkpointing: bool = False, sequence_packing: SequencePackingConfig | None = None,
+                 logprob_micro_batch_size: int | None = None) -> None:
         self.packing = sequence_packing if sequence_packing is not None else SequencePackingConfig()
         if self.packing.enabled:
             layout = parallel or ParallelConfig()
@@ -184,6 +185,7 @@ class MegatronBackend:
         self.config = mcfg.transformer_config(self.hf_config, parallel=self.parallel,
                                               params_dtype=PRECISIONS[precision], recompute=activation_checkpointing)
         self.micro_batch_size = micro_batch_size
+        self.logprob_micro_batch_size = logprob_micro_batch_size or micro_batch_size
         self.rank = conv.ShardRank(
             tp_rank=ps.get_tensor_model_parallel_rank(), tp_size=self.parallel.tp,
             ep_rank=ps.get_expert_model_parallel_rank(), ep_size=self.parallel.ep,
@@ -365,10 +367,11 @@ class MegatronBackend:
         lp = next_lp[:, : length - 1] * mask[:, 1:].to(next_lp.device, torch.float32)
         return torch.cat([lp.new_zeros(rows, 1), lp], dim=1)
 
-    def _forwards(self, columns: dict[str, torch.Tensor]) -> list[Forward]:
-        """A pass's forwards (`forwards`); a packed row splits evenly over TP under sequence parallelism."""
+    def _forwards(self, columns: dict[str, torch.Tensor], size: int) -> list[Forward]:
+        """A pass's forwards of `size` rows (`forwards`); a packed row splits evenly over TP under
+        sequence parallelism."""
         multiple = self.parallel.tp if self.parallel.sp else 1
-        return forwards(columns, self.micro_batch_size, self.packing, multiple=multiple)
+        return forwards(columns, size, self.packing, multiple=multiple)
 
     def _prepare(self, mb: dict[str, torch.Tensor], images: tuple[str, ...], packing: Packing | None
                  ) -> tuple[dict[str, Any], Callable[[torch.Tensor], torch.Tensor], int, int]:
@@ -377,7 +380,8 @@ class MegatronBackend:
         if packing is None:
             mask = mb["attention_mask"]
             inputs, labels, total = self._inputs(mb["input_ids"], mask, {f: mb[f] for f in images})
-            return inputs, lambda logits: self._logprobs_of(logits, labels, total, mask), total, self.micro_batch_size
+            return (inputs, lambda logits: self._logprobs_of(logits, labels, total, mask), total,
+                    mb["input_ids"].shape[0])
         if self.parallel.cp > 1:
             inputs, labels, layout = mpcp.packed_inputs(
                 packing, mb["input_ids"].cpu(), self._device(), cp=self.parallel.cp,
@@ -406,7 +410,8 @@ class MegatronBackend:
         if input_ids.shape[0] == 0:
             return out
         model.eval()
-        cut = self._forwards({"input_ids": input_ids, "attention_mask": attention_mask, **images})
+        cut = self._forwards({"input_ids": input_ids, "attention_mask": attention_mask, **images},
+                             self.logprob_micro_batch_size)
         if self.parallel.pp > 1:
             steps, shape = [], (0, 0)
             for mb, rows, packing in cut:
@@ -445,7 +450,8 @@ class MegatronBackend:
             # each micro-batch once.
             dev = self._device()
             cut = [({k: v.to(dev, non_blocking=True) for k, v in mb.items()}, rows, packing)
-                   for mb, rows, packing in self._forwards({k: batch[k] for k in TRAIN_FIELDS + images})]
+                   for mb, rows, packing in self._forwards({k: batch[k] for k in TRAIN_FIELDS + images},
+                                                           self.micro_batch_size)]
             if self.parallel.pp > 1:
                 self._pipeline_train(cut, images, num_tokens=num_tokens, loss_cfg=loss_cfg, totals=totals)
             else:
