@@ -39,7 +39,7 @@ def format_plan(plan: Plan) -> str:
         m = plan.memory
         lines.append(f"memory     {m.total:.1f} of {m.capacity:.0f} GiB per GPU (weights {m.weights:.1f}, reference "
                      f"{m.reference:.1f}, grads {m.grads:.1f}, optimizer {m.optimizer:.1f}, activations "
-                     f"{m.activations:.1f}; seq {m.seq_len})")
+                     f"{m.activations:.1f}{' in the log-prob pass' if m.logprob_pass else ''}; seq {m.seq_len})")
     budget = f" (budget {plan.gpu_hours_budget:g})" if plan.gpu_hours_budget else ""
     lines.append(f"gpu-hours  at most {plan.gpu_hours_max:.2f}{budget}")
     lines.extend(f"warning    {w}" for w in plan.warnings)

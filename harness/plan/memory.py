@@ -17,7 +17,9 @@ high. The terms:
   parameters' precision) and one layer's activations exist at a time, in its recompute.
   s is `policy.max_seq_len` (null: `generation.max_new_tokens` + PROMPT_ALLOWANCE), or with
   `policy.sequence_packing` its `max_tokens_per_row` when set: a forward is then b packed rows
-  of that many tokens.
+  of that many tokens. The log-prob passes run `policy.logprob_batch_size` rows a forward
+  without a backward: one layer's activations at a time plus the same logit copies; the
+  activation term is the larger of the two passes (`logprob_pass` says when that one is).
 
 Calibration (one H200, 2026-12-01, `bash bench/gpu_session6_g.sh` and its follow-up, files in
 bench/results/h200_2026-12-01_s6/): Qwen3.5-35B-A3B at full width (hidden 2048, 256 experts, vocab
@@ -57,6 +59,7 @@ class MemoryEstimate:
     activations: float
     capacity: float
     seq_len: int
+    logprob_pass: bool = False  # the log-prob pass, not training, sets the activation term
 
     @property
     def total(self) -> float:
@@ -72,6 +75,7 @@ class MemoryEstimate:
             "total": round(self.total, 2),
             "capacity": self.capacity,
             "seq_len": self.seq_len,
+            "activations_from": "logprob_pass" if self.logprob_pass else "training",
         }
 
 
@@ -100,7 +104,10 @@ def estimate_memory(recipe: Mapping, size: ModelSize, policy: Mapping) -> Memory
     else:
         layers = size.num_layers * ACTIVATION_BYTES * tokens_hidden
     logits = LOGIT_COPIES * seq * micro * size.vocab_size * 4 / (tp * cp)
-    activations = (layers + logits) / GIB
+    training = (layers + logits) / GIB
+    rows = int(recipe["policy"].get("logprob_batch_size") or micro)
+    logprob = rows / micro * (ACTIVATION_BYTES * tokens_hidden + logits) / GIB
     capacity = DEVICE_MEMORY_GIB[recipe["cluster"]["device"]]
-    return MemoryEstimate(weights=weights, reference=weights, grads=grads, optimizer=optimizer, activations=activations,
-                          capacity=capacity, seq_len=seq)
+    return MemoryEstimate(weights=weights, reference=weights, grads=grads, optimizer=optimizer,
+                          activations=max(training, logprob), capacity=capacity, seq_len=seq,
+                          logprob_pass=logprob > training)

@@ -190,12 +190,17 @@ def make_plan(recipe: Mapping) -> Plan:
 
     memory = estimate_memory(recipe, size, policy) if size is not None and device in GPU_DEVICES else None
     if memory is not None and memory.total > memory.capacity:
+        if memory.logprob_pass:
+            which, remedy = "the log-prob pass's activations", "or lower policy.logprob_batch_size"
+        else:
+            which = "activations"
+            remedy = "enable policy.distributed_optimizer or policy.activation_checkpointing, or lower " \
+                     "policy.micro_batch_size"
         raise PlanError(recipe["name"], [
             f"estimated {memory.total:.1f} GiB per {device} exceeds its {memory.capacity:.0f} GiB "
             f"(weights {memory.weights:.1f}, reference {memory.reference:.1f}, grads {memory.grads:.1f}, "
-            f"optimizer {memory.optimizer:.1f}, "
-            f"activations {memory.activations:.1f}): raise policy.parallel.tp/ep/pp, enable "
-            "policy.distributed_optimizer or policy.activation_checkpointing, or lower policy.micro_batch_size"
+            f"optimizer {memory.optimizer:.1f}, {which} {memory.activations:.1f}): raise "
+            f"policy.parallel.tp/ep/pp, {remedy}"
         ])
     timeout_h = float(recipe["limits"]["timeout_s"]) / 3600.0
     gpu_hours = world * timeout_h if device in GPU_DEVICES else 0.0

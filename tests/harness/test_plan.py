@@ -114,3 +114,17 @@ def test_gpu_run_without_head_counts_is_rejected():
     r = recipe(model={"family": "qwen3_5", "config": {"hidden_size": 64}})
     with pytest.raises(PlanError, match="is needed to plan"):
         make_plan(r)
+
+
+def test_the_log_prob_pass_is_sized_by_its_own_micro_batch():
+    """No layer activations are kept in the log-prob pass, but its logits are: a large
+    policy.logprob_batch_size can be the larger term, and the refusal then names it."""
+    plain = make_plan(recipe()).memory
+    same = make_plan(recipe(policy__logprob_batch_size=1)).memory
+    larger = make_plan(recipe(policy__logprob_batch_size=16)).memory
+    assert same.activations == plain.activations and not plain.logprob_pass
+    assert larger.logprob_pass and larger.activations > plain.activations
+    assert plain.to_json()["activations_from"] == "training" and larger.to_json()["activations_from"] == "logprob_pass"
+    with pytest.raises(PlanError) as info:
+        make_plan(recipe(policy__logprob_batch_size=64))
+    assert "the log-prob pass's activations" in str(info.value) and "policy.logprob_batch_size" in str(info.value)
