@@ -19,4 +19,5 @@ run hybrid_ops --model dense_1b --layers hybrid --gdn-compile ops
 run full --model dense_1b
 run hybrid_around --model dense_1b --layers hybrid
 run hybrid_ops_mbs16 --model dense_1b --layers hybrid --gdn-compile ops --mbs 16
+run hybrid_logprob16 --model dense_1b --layers hybrid --logprob-mbs 16  # policy.logprob_batch_size 16 at mbs 4
 tar czf $OUT/triton_cache.tgz -C /tmp triton 2>/dev/null; ls -la $OUT/triton_cache.tgz
