@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rl.ports import free_port
 from rl.refit import Packed, Slot, unpack
 
 __all__ = ["RefitChannel", "free_address"]
@@ -32,9 +33,7 @@ SENDER, RECEIVER = 0, 1
 def free_address() -> tuple[str, int]:
     """This node's address and a free port for the channel's store (the receiver hosts it)."""
     host = socket.gethostbyname(socket.gethostname())
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return host, s.getsockname()[1]
+    return host, free_port(host)
 
 
 def _bucket_sizes(layout: list[Slot]) -> dict[str, int]:

@@ -14,7 +14,6 @@ captured graphs stay valid), "eager" from the model's own cache.
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +24,7 @@ from rl import refit
 from rl.generation import generate
 from rl.generation.static_decode import StaticDecoder
 from rl.models import build_model
+from rl.ports import free_port
 from rl.refit_channel import RECEIVER, RefitChannel
 from rl.workers.base import WorkerBase
 
@@ -88,9 +88,7 @@ class GenerationWorker(WorkerBase):
         import ray
 
         host = ray.util.get_node_ip_address()
-        with socket.socket() as s:
-            s.bind((host, 0))
-            return host, s.getsockname()[1]
+        return host, free_port(host)
 
     def open_refit_channel(self, address: tuple[str, int], layout: list) -> None:
         """The receiving end of the refit channel from policy rank 0 (generation not colocated)."""

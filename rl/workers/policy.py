@@ -16,7 +16,6 @@ runs `state_dict` / `checkpoint_state` and only rank 0 returns the (HF-format) w
 from __future__ import annotations
 
 import datetime
-import socket
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -31,6 +30,7 @@ from rl.backends.train_step import TRAIN_FIELDS
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.data.plane import RankRows
 from rl.models.image_inputs import IMAGE_FIELDS
+from rl.ports import free_port
 from rl.refit_channel import SENDER, RefitChannel
 from rl.workers.base import WorkerBase
 
@@ -61,10 +61,7 @@ class PolicyWorker(WorkerBase):
 
     def rendezvous_address(self) -> tuple[str, int]:
         """Rank 0's host and a free port for the process group's TCP store."""
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return self.host_ip(), port
+        return self.host_ip(), free_port("")
 
     def setup(self, *, master: tuple[str, int], backend: str, backend_kwargs: dict[str, Any],
               weights: dict[str, torch.Tensor] | None, teacher: Any = None) -> dict[str, Any]:

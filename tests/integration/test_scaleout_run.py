@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import pytest
 import yaml
 
 from harness.cli import main
+from rl.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=235)]  # the file, measured on 2 shared cores
 
@@ -39,12 +39,6 @@ RECIPE = str(REPO / "recipes" / "arith_grpo_cpu.yaml")
 SHORT_RUN_CHECKS = ("loss_finite", "generator_in_sync", "grad_norm_bounded", "flops_recorded")
 NOISY_PREFIXES = ("timing/", "performance/")
 TWO_NODES = ["cluster.nodes=2", "cluster.devices_per_node=1"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

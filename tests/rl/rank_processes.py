@@ -4,18 +4,37 @@ Why spawned: megatron-core's CPU shims patch torch.cuda for the whole process, a
 torch.distributed allows one default group per process; a pytest worker must keep neither.
 `fn(rank, port)` runs in each process (a module-level function, so it pickles); `port` is free
 on 127.0.0.1 for its process group or store. Its return value comes back through a file.
+
+Why a spawn is retried: a port found free here is bound by the child seconds later, after it
+imports torch; `rl.ports.free_port` keeps clear of outgoing connections' ports, but another
+listener may still win the race. A lost race (EADDRINUSE at rendezvous, before any test work)
+is retried on a fresh port.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.multiprocessing as mp
+
+from rl.ports import free_port
+
+ATTEMPTS = 3
+
+
+def spawn_on_free_port(child: Callable[..., None], args: Callable[[int], tuple], nprocs: int) -> None:
+    """`mp.spawn(child, args(port), nprocs)` on a fresh free port, again if the port was taken."""
+    for attempt in range(ATTEMPTS):
+        try:
+            mp.spawn(child, args=args(free_port()), nprocs=nprocs, join=True)
+            return
+        except mp.ProcessRaisedException as e:
+            if "EADDRINUSE" not in str(e) or attempt == ATTEMPTS - 1:
+                raise
 
 
 def _child(rank: int, fn: Callable[[int, int], Any], port: int, out: str) -> None:
@@ -24,11 +43,8 @@ def _child(rank: int, fn: Callable[[int, int], Any], port: int, out: str) -> Non
 
 def run_ranks(fn: Callable[[int, int], Any], nprocs: int = 1) -> list[Any]:
     """What `fn(rank, port)` returned in each of `nprocs` spawned processes, in rank order."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as out:
-        mp.spawn(_child, args=(fn, port, out), nprocs=nprocs, join=True)
+        spawn_on_free_port(_child, lambda port: (fn, port, out), nprocs)
         return [torch.load(os.path.join(out, f"rank{r}.pt"), weights_only=False) for r in range(nprocs)]
 
 

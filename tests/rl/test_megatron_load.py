@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import tempfile
 from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+from rank_processes import spawn_on_free_port
 
 from rl.config import OptimizerConfig, ParallelConfig
 
@@ -215,11 +214,8 @@ def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None
 
 def test_backend_reading_model_path_equals_whole_weights(checkpoints: dict[str, Path]) -> None:
     cases = [(twin, str(checkpoints[twin]), parallel) for twin, parallel in BACKEND_CASES]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as out_dir:
-        mp.spawn(_worker, args=(2, port, out_dir, cases), nprocs=2, join=True)
+        spawn_on_free_port(_worker, lambda port: (2, port, out_dir, cases), 2)
         results = [[torch.load(os.path.join(out_dir, f"case{i}-rank{r}.pt")) for r in range(2)]
                    for i in range(len(cases))]
     for (twin, _, parallel), ranks in zip(cases, results):

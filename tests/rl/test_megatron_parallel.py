@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import tempfile
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+from rank_processes import spawn_on_free_port
 
 from rl.config import OptimizerConfig, ParallelConfig
 
@@ -144,11 +143,8 @@ def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None
 
 def _run_cases(world: int, cases: list) -> list[list[dict]]:
     """[case][rank] results of `cases` ((family, parallel) each) on `world` ranks."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as out_dir:
-        mp.spawn(_worker, args=(world, port, out_dir, cases), nprocs=world, join=True)
+        spawn_on_free_port(_worker, lambda port: (world, port, out_dir, cases), world)
         return [[torch.load(os.path.join(out_dir, f"case{i}-rank{r}.pt")) for r in range(world)]
                 for i in range(len(cases))]
 

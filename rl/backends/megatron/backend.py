@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import socket
 from typing import Any, Callable
 
 import torch
@@ -77,6 +76,7 @@ from rl.data.errors import DataIntegrityError  # noqa: E402
 from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
 from rl.models.packing import Packing  # noqa: E402
 from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
+from rl.ports import free_port  # noqa: E402
 
 __all__ = ["MegatronBackend", "hf_config_of"]
 
@@ -101,9 +101,7 @@ def _ensure_process_group() -> None:
     """A one-rank group when the caller made none (megatron needs torch.distributed)."""
     if dist.is_initialized():
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     backend = "gloo" if shims.on_cpu() else "nccl"
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
                             timeout=datetime.timedelta(seconds=120))
