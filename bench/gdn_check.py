@@ -2,7 +2,7 @@
 
 megatron's GatedDeltaNet calls three fla kernels; `rl.backends.megatron.shims.fla_stand_in`
 keeps fla's and, on Hopper under Triton 3.4-3.7.0, swaps fla's one refused backward kernel for
-`rl.backends.megatron.fla_hopper.chunk_bwd_dqkwg`. This checks the result on the GPU:
+`rl.models.fla_hopper.chunk_bwd_dqkwg`. This checks the result on the GPU:
 1. Correctness, bf16 at dense_1b's hybrid shapes: fla's `chunk_gated_delta_rule` (patched where
    needed), forward and the gradients of q, k, v, g and beta, against megatron's torch chunked
    rule in fp32; the torch rule in bf16 against the same fp32 run sets the error a bf16 kernel
@@ -35,7 +35,8 @@ from fla.modules.l2norm import l2norm  # noqa: E402
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # noqa: E402
 from megatron.core.ssm.gated_delta_net.common import torch_chunk_gated_delta_rule  # noqa: E402
 
-from rl.backends.megatron import fla_hopper, fla_ops  # noqa: E402
+from rl.backends.megatron import fla_ops  # noqa: E402
+from rl.models import fla_hopper  # noqa: E402
 
 BATCH, LENGTH, HEADS, DIM = 4, 1024, 32, 128  # dense_1b hybrid: 32 value heads of 128, k/q repeated to them
 

@@ -22,8 +22,11 @@ from transformers import (
 )
 
 from rl.model_source import resolve_model_dir
+from rl.models import gdn_kernels
 from rl.models.registry import config_registry, registry
 from rl.models.tiny_configs import tiny_config
+
+gdn_kernels.prepare()  # fla's kernels as this engine runs them, in every process that builds the model
 
 # family -> (config class, causal LM class)
 FAMILIES: dict[str, tuple[type[PretrainedConfig], type[PreTrainedModel]]] = {

@@ -26,10 +26,13 @@ from transformers import (
 )
 
 from rl.model_source import resolve_model_dir
+from rl.models import gdn_kernels
 from rl.models.qwen3_5 import make_config, refuse_unknown_fields
 from rl.models.registry import vision_registry
 
 __all__ = ["TINY_VISION_CONFIG", "VL_FAMILIES", "make_vl_config", "vision_token_ids"]
+
+gdn_kernels.prepare()  # fla's kernels as this engine runs them (rl/models/gdn_kernels.py)
 
 # family -> (VL config class, vision config class, VL model class)
 VL_FAMILIES: dict[str, tuple[type[PretrainedConfig], type[PretrainedConfig], type[PreTrainedModel]]] = {

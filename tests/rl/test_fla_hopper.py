@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from rl.backends.megatron.fla_hopper import chunk_bwd_dqkwg
+from rl.models.fla_hopper import chunk_bwd_dqkwg
 
 
 def _reference(q, k, v, w, g_nat, h, do, dh, dv, scale, chunk):

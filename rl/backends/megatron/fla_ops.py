@@ -11,7 +11,7 @@ of 434 ms; docs/benchmarks.md, session 8). Behind a custom op Dynamo sees a node
 
 Each kernel is a forward op and a backward op (`torch.library.custom_op`), wired with
 `register_autograd`. On CUDA they call fla-core 0.6.0's own forward and backward functions (the
-ones its autograd Functions call; the Hopper patch of `fla_hopper` applies inside). The gated
+ones its autograd Functions call; the Hopper patch of `rl.models.fla_hopper` applies inside). The gated
 delta rule's backward recomputes the chunk-local gate sums and the intra-chunk matrix from the
 inputs (two short kernels) rather than returning fla's internals from the forward op. On the CPU
 the same ops run the torch stand-ins of `shims` (the backward by autograd over a recomputed
@@ -295,10 +295,9 @@ def install() -> None:
     from megatron.core.ssm.gated_delta_net import common, gdn
 
     if torch.cuda.is_available():
-        from rl.backends.megatron import fla_hopper
+        from rl.models import gdn_kernels
 
-        if fla_hopper.needs_patch():
-            fla_hopper.patch()
+        gdn_kernels.prepare()
     common.HAVE_FLA = True
     common.l2norm = l2norm
     common.causal_conv1d = gdn.causal_conv1d = causal_conv1d

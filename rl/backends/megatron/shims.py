@@ -24,7 +24,7 @@ What is patched, and why:
   with the same rule (scale by max_norm / (total_norm + 1e-6) when that is below 1).
 * megatron's GatedDeltaNet (Qwen3.5's linear-attention layers) refuses to build without the
   `fla` (flash-linear-attention) Triton kernels. On a GPU with fla-core installed they run (with
-  one backward kernel replaced where fla refuses it: rl.backends.megatron.fla_hopper). Without fla
+  one backward kernel replaced where fla refuses it: rl.models.gdn_kernels, for every process). Without fla
   or a GPU, `fla_stand_in()` gives megatron's GDN modules torch versions of the three kernels it
   calls: `chunk_gated_delta_rule` is megatron's own `torch_chunk_gated_delta_rule` (the one its
   deterministic mode uses, taken from Hugging Face's), `causal_conv1d` a depthwise `F.conv1d`
@@ -101,7 +101,7 @@ def fla_stand_in() -> None:
     """Make megatron's GatedDeltaNet runnable here; call after `apply()`.
 
     With fla and a GPU, fla's kernels run, except the one backward kernel fla refuses on Hopper
-    under Triton 3.4-3.7.0, which `fla_hopper` replaces with torch. Elsewhere the torch
+    under Triton 3.4-3.7.0, which `rl.models.fla_hopper` replaces with torch. Elsewhere the torch
     stand-ins for all three kernels. With `OPAQUE_GDN_OPS`, either behind custom ops."""
     if OPAQUE_GDN_OPS and (fla_usable() or on_cpu()):
         from rl.backends.megatron import fla_ops
@@ -109,10 +109,9 @@ def fla_stand_in() -> None:
         fla_ops.install()
         return
     if fla_usable():
-        from rl.backends.megatron import fla_hopper
+        from rl.models import gdn_kernels
 
-        if fla_hopper.needs_patch():
-            fla_hopper.patch()
+        gdn_kernels.prepare()
         return
     from megatron.core.ssm.gated_delta_net import common, gdn
 

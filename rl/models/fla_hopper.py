@@ -93,7 +93,7 @@ def chunk_bwd_dqkwg(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch
     rule passes, the only caller it replaces). Packed sequences (`cu_seqlens`, one row) run one
     sequence at a time: fla numbers their chunks (and so `h`, `dh`) sequence after sequence."""
     if g is None or w is None or dv is None or g_gamma is not None or state_v_first:
-        raise ValueError("rl.backends.megatron.fla_hopper.chunk_bwd_dqkwg replaces the gated delta rule's call "
+        raise ValueError("rl.models.fla_hopper.chunk_bwd_dqkwg replaces the gated delta rule's call "
                          "(g, w and dv given, no g_gamma, a [K, V] state); fla called it otherwise")
     scale = k.shape[-1] ** -0.5 if scale is None else scale
     if cu_seqlens is None:
