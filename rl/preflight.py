@@ -14,9 +14,10 @@ for the machine's too.
   backend takes the policy keys; the generation backend can shard as `generation.tp` asks.
 * machine (`--machine`): enough GPUs for a GPU recipe and enough nodes for `cluster.nodes`
   (this machine's, one node, or the Ray cluster's at RAY_ADDRESS, which the engine joins); the
-  generation backend's package and engine module importable; `model.path` on disk (a Hub id in
-  the local cache, with the files `rl/model_source.py` names), a tokenizer path present, local
-  data files present and the `datasets` package for a Hugging Face dataset.
+  generation backend's package and engine module importable, and the modules the training
+  backend, data plane and kernels import (megatron-core, transferqueue, fla where installed);
+  `model.path` on disk (a Hub id in the local cache, with the files `rl/model_source.py` names),
+  a tokenizer path present, local data files present and the `datasets` package for a Hugging Face dataset.
 * needs (informational, never a refusal): the checkpoint and datasets a run reads, so
   `harness validate` and `plan` say what a machine must hold without touching the network.
 
@@ -28,6 +29,7 @@ Exit code 0 when nothing is refused, 2 otherwise.
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
 import os
@@ -41,7 +43,8 @@ from rl.config import RunConfig, parse_config
 from rl.generation.decode_mode import resolve_decode
 from rl.placement import plan_placement
 
-__all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_file", "importable", "machine_refusals", "main",
+__all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_file", "import_refusals", "importable",
+           "machine_refusals", "main",
            "static_refusals", "visible_capacity"]
 
 EXIT_OK, EXIT_REFUSED = 0, 2
@@ -278,6 +281,7 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
             join = "" if os.environ.get("RAY_ADDRESS") else " (a private local Ray is one node: join a cluster " \
                 "with RAY_ADDRESS or harness run --ray-address)"
             out.append(f"cluster.nodes: recipe needs {placement.nodes} nodes, {where} has {nodes}{join}")
+    out.extend(import_refusals(cfg))
     backend = GENERATION_BACKENDS[cfg.generation.backend]
     if backend.package and not importable(backend.package):
         out.append(f"generation.backend: {cfg.generation.backend} is not installed here; use generation.backend: torch")
@@ -301,6 +305,30 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
         except ValueError as error:
             return [*out, _one_line(error)]
         out.extend(_model_refusals(cfg, machine=True))
+    return out
+
+
+# What a run imports beyond the engine's own dependencies: (recipe key, value, module, how to get it).
+SETUP = "bash .ci/install (the README's set-up)"
+OPTIONAL_MODULES: tuple[tuple[str, str, str, str], ...] = (
+    ("policy.backend", "megatron", "megatron.core", f"megatron-core: {SETUP}"),
+    ("data_plane.backend", "tq", "transfer_queue", f"transferqueue: {SETUP}"),
+)
+
+
+def import_refusals(cfg: RunConfig) -> list[str]:
+    """The modules this run's backend, data plane and kernels import, found here; fla's kernels,
+    where installed on a GPU machine, also import (HF and megatron bind them at model import, so a
+    broken fla fails every worker at step 0)."""
+    chosen = {"policy.backend": cfg.policy.backend, "data_plane.backend": cfg.data_plane.backend}
+    out = [f"{key}: {value} needs {module}, which is not importable here; install {how}"
+           for key, value, module, how in OPTIONAL_MODULES if chosen.get(key) == value and not importable(module)]
+    if cfg.cluster.device != "cpu" and importable("fla"):
+        try:
+            importlib.import_module("fla.ops.gated_delta_rule")
+        except Exception as error:  # noqa: BLE001 - any failure to import fla is this run's failure too
+            out.append(f"kernels: fla (fla-core) is installed but does not import: {_one_line(error)}; "
+                       "fix or uninstall it")
     return out
 
 

@@ -277,3 +277,31 @@ def test_data_files_are_checked_shipped_anywhere_local_on_the_machine(tmp_path):
     assert machine_refusals(local) == [f"data.train.path: no such file {str(tmp_path / 'rows.jsonl')!r}"]
     good = recipe(**math, data={"train": {"path": "tiny_math", "split": "train"}})
     assert static_refusals(good) == [] and machine_refusals(good) == []
+
+
+@pytest.mark.parametrize("key,value,module", [("policy", {"backend": "megatron"}, "megatron.core"),
+                                              ("data_plane", {"backend": "tq"}, "transfer_queue")])
+def test_a_backend_whose_module_is_missing_is_refused_with_the_set_up_named(gpus, installed, key, value, module):
+    data = recipe(**{key: {**CPU_RECIPE[key], **value}})
+    installed[module] = True
+    assert machine_refusals(data) == []
+    installed[module] = False
+    assert machine_refusals(data) == [f"{key}.backend: {value['backend']} needs {module}, which is not importable "
+                                      f"here; install {preflight.OPTIONAL_MODULES[0 if key == 'policy' else 1][3]}"]
+
+
+def test_fla_that_does_not_import_refuses_a_gpu_run(gpus, installed, monkeypatch):
+    gpus(8)
+    installed["fla"] = True
+    real = preflight.importlib.import_module
+
+    def broken(name, *args):
+        if name.startswith("fla"):
+            raise ImportError("libcuda.so.1: cannot open shared object file")
+        return real(name, *args)
+
+    monkeypatch.setattr(preflight.importlib, "import_module", broken)
+    assert machine_refusals(gpu_recipe(nodes=1)) == [
+        "kernels: fla (fla-core) is installed but does not import: libcuda.so.1: cannot open shared object file; "
+        "fix or uninstall it"]
+    assert machine_refusals(recipe()) == []  # a CPU run never reaches fla
