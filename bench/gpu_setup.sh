@@ -1,7 +1,7 @@
-# Sourced at the start of every GPU-machine command: install the carried wheels (staged here by
-# `../shared/tools/stage-gpu-wheels bench/.work/wheels` plus the list in bench/gpu_wheels.txt) and
-# set the environment the engine and benches expect. The NVLink-multicast switches are the GPU
-# machine's (they reach every Ray worker through rl.cluster's pass-through list).
+# Sourced by bench/gpu.sh on the GPU machine: install the carried wheels (bench/.work/wheels, staged
+# as bench/README.md says from the list in bench/gpu_wheels.txt) and set the environment the engine
+# and benches expect. The NVLink-multicast switches are the GPU machine's (they reach every Ray
+# worker through rl.cluster's pass-through list).
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site bench/.work/wheels/*.whl || return 1
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -8,7 +8,7 @@ TP/EP sharding, Float16Module bf16, megatron DDP + optimizer), then times `--ste
 after `--warmup` steps of `--rows` rows x `--seq` tokens per data-parallel replica. FLOPs are the
 engine's formula (rl.models.flops.total_flops), MFU is against 790 TFLOP/s bf16 per GPU
 (measured on these H200s). `--check-hf` also compares megatron log-probs with the HF model's
-(fp32, before training). bench/megatron_gpu.md has the commands and figures.
+(fp32, before training). `bash bench/gpu.sh train|layouts` runs it (bench/README.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Training throughput against the anchor, one command (issue 11's acceptance rows):
 
-    python3 bench/throughput.py --out results.jsonl          # on the GPU machine, project root
+    bash bench/gpu.sh throughput [--mbs 16]                 # on the GPU machine, project root
 
-The `torch.compile` anchor (../shared/anchors/torch_train_anchor.py, copied to bench/.work/) and
+The `torch.compile` anchor (bench/.work/torch_train_anchor.py, staged as bench/README.md says) and
 our megatron backend (bench/megatron_gpu.py with compiled layers, what `policy.compile` does) run
 in the same call, at the same micro-batch, 16 rows x 1024 tokens per data-parallel replica. Then
 each acceptance row is printed with its ratio and verdict:

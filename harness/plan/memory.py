@@ -21,8 +21,8 @@ high. The terms:
   without a backward: one layer's activations at a time plus the same logit copies; the
   activation term is the larger of the two passes (`logprob_pass` says when that one is).
 
-Calibration (one H200, 2026-12-01, `bash bench/gpu_session6_g.sh` and its follow-up, files in
-bench/results/h200_2026-12-01_s6/): Qwen3.5-35B-A3B at full width (hidden 2048, 256 experts, vocab
+Calibration (one H200, 2026-12-01 at e960d1d, `bash bench/gpu.sh full-width-memory`, rows in
+bench/results/full_width_memory.jsonl): Qwen3.5-35B-A3B at full width (hidden 2048, 256 experts, vocab
 248,320) with 2 and 4 of its hybrid layers, bf16, micro-batch 1: training peaks 64.1 GiB (2
 layers, 4096 tokens), 101.6 (4, 4096) and 94.7 (4, 2048). With the reference copy counted, those
 fit ~380 bytes per token and hidden unit per layer (gated-delta-net layers on megatron's torch

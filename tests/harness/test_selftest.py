@@ -179,5 +179,5 @@ def test_shipped_thresholds_pass_the_self_test_on_the_runs_they_cite(monkeypatch
     assert self_test_cited(Path("recipes/qwen3_5_35b.yaml"), REPO / "no-history.sqlite") == 0
     out = capsys.readouterr().out
     for seed in (42, 7, 123):
-        cited = f"bench/results/h200x2_2026-11-30/llm-{seed}"
+        cited = f"bench/results/runs/qwen3_5_35b-h200x2-seed{seed}-2026-11-30"
         assert f"ok   self-test thresholds/qwen3_5_35b.yaml (h200x2) on {cited}" in out

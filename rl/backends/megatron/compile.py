@@ -61,8 +61,8 @@ def _compile_around_gated_delta_net(layer: torch.nn.Module, compiler: Callable) 
     forwards (fla's Triton kernels and autograd Functions, the reshapes between them) stay eager;
     megatron already fuses the gating maths (`jit_fuser`). Whole, Dynamo splits the layer at
     fla's calls, and the compiled hybrid layout ran slower than eager: dense_1b on one H200,
-    0.576 s a step whole against 0.434 s around (same call), 0.535 s eager (bench/results/
-    h200_2026-12-01_s8)."""
+    0.576 s a step whole against 0.434 s around (same call), 0.535 s eager (2026-12-01 at
+    f1341d2, bench/results/train.jsonl and profile.jsonl)."""
     mixer = layer.self_attention
     for part in (layer.input_layernorm, mixer.in_proj, mixer.out_proj):
         part.forward = compiler(part.forward)

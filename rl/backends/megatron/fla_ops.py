@@ -6,8 +6,9 @@ Why: Dynamo cannot trace fla's autograd Functions cleanly (its gated delta rule 
 whole gated-delta-net layer broke into pieces and ran slower compiled than eager, and compiling
 only around the kernels leaves about seven compiled calls per layer and direction, each paid in
 host time: on one H200 the hybrid dense_1b step at micro-batch 4 was host-bound (GPU busy 235 ms
-of 434 ms; docs/benchmarks.md, session 8). Behind a custom op Dynamo sees a node with a fake
-(shapes and dtypes only) and a registered backward, and the whole layer becomes one graph.
+of 434 ms, 2026-12-01 at f1341d2; docs/benchmarks.md, the hybrid layout). Behind a custom op
+Dynamo sees a node with a fake (shapes and dtypes only) and a registered backward, and the whole
+layer becomes one graph.
 
 Each kernel is a forward op and a backward op (`torch.library.custom_op`), wired with
 `register_autograd`. On CUDA they call fla-core 0.6.0's own forward and backward functions (the

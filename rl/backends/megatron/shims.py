@@ -93,7 +93,7 @@ def fla_usable() -> bool:
 
 # True: the gated-delta-net kernels run as torch custom ops (`fla_ops`), so `policy.compile` compiles
 # such a layer whole. Set by bench/megatron_gpu.py `--gdn-compile ops` and by tests until the
-# H200 A/B against compiling around fla's kernels decides the default (docs/benchmarks.md, session 8).
+# H200 A/B against compiling around fla's kernels decides the default (`bash bench/gpu.sh throughput`).
 OPAQUE_GDN_OPS = False
 
 
