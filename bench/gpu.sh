@@ -26,6 +26,7 @@ targets (GPUs, about how long):
   grouped-experts                    grouped expert GEMMs against a per-expert loop, and their speed (1, 1 min)
   generation                         our decoders against HF `generate`: twin, dense_1b hybrid, VLM twin (1, 8 min)
   llm-seeds | vlm-seeds              the h200x2 twin through `harness run`, seeds 42, 7, 123 side by side (2, 9 min)
+  smoke-seeds                        the GPU smoke suite's learning twins (h200x1) on seeds 42, 7, 123: its thresholds (1, 8 min)
   vlm-decode                         the VLM twin in the engine, CUDA-graph decode against eager, one GPU (1, 7 min)
   refit-nccl                         refit over NCCL (generation on its own GPU) against colocated (2, 5 min)
   parity                             the parity recipe, legacy against TQ data path at tolerance 0, one GPU (1, 4 min)
@@ -120,6 +121,19 @@ case "$TARGET" in
     harness_runs 540 $p-42 $recipe --scale h200x2 algorithm.seed=42 -- $p-7 $recipe --scale h200x2 algorithm.seed=7 \
       -- $p-123 $recipe --scale h200x2 algorithm.seed=123
     python3 bench/run_summary.py /tmp/runs/$p-42 /tmp/runs/$p-7 /tmp/runs/$p-123 | record engine ;;
+  smoke-seeds)
+    # The h200x1 checks of the smoke suite's recipes are derived from these 9 runs, side by side on one
+    # GPU; their metrics come back as one $OUT/smoke_seeds.tgz (the 8-file limit on what returns).
+    runs=()
+    for s in 42 7 123; do
+      for pair in llm:qwen3_5_35b vlm:qwen3_5_35b_vlm distill:xtoken_distill_qwen3_5; do
+        runs+=(${pair%%:*}-$s recipes/${pair#*:}.yaml --scale h200x1 algorithm.seed=$s --)
+      done
+    done
+    mkdir -p /tmp/smoke-seeds-tgz; OUT=/tmp/smoke-seeds-tgz harness_runs 500 "${runs[@]}"
+    python3 bench/run_summary.py /tmp/runs/{llm,vlm,distill}-{42,7,123} | record engine
+    tar czf "${OUT:-/tmp}/smoke_seeds.tgz" --exclude=checkpoints --exclude='*.pt' -C /tmp/runs \
+      $(cd /tmp/runs && ls -d {llm,vlm,distill}-{42,7,123} 2>/dev/null) ;;
   vlm-decode)
     for decode in auto eager; do
       harness_runs 200 vlm-$decode recipes/qwen3_5_35b_vlm.yaml --scale h200x2 cluster.devices_per_node=1 \

@@ -41,7 +41,7 @@ def _recipe_args(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
     p.add_argument("recipe", nargs="?" if optional else None, help="recipe YAML file")
     p.add_argument("overrides", nargs="*", help="overrides a.b=c (existing key) or ++a.b=c (new key)")
     p.add_argument("--scale", choices=list(SCALES),
-                   help="run the recipe as one of its twins: tiny (CPU), h200x2 (2 x H200)")
+                   help="run the recipe as one of its twins: tiny (CPU), h200x1 (1 x H200), h200x2 (2 x H200)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -295,9 +295,10 @@ class RunConfig:
     run_dir: str | None = None  # the harness's: where run dirs go without --out
     checks: ChecksConfig = field(default_factory=ChecksConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
-    # `--scale tiny` / `--scale h200x2` overrides: applied by the harness before the engine reads
+    # `--scale tiny` / `h200x1` / `h200x2` overrides: applied by the harness before the engine reads
     # the recipe, so a resolved recipe never holds them; accepted here for hand-written files.
     tiny: dict[str, Any] = field(default_factory=dict)
+    h200x1: dict[str, Any] = field(default_factory=dict)
     h200x2: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -78,7 +78,7 @@ def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = (), *, scale
 
 
 def _scale_entries(name: str, block: object, origins: dict) -> list[tuple[tuple[str, ...], object, Origin, dict]]:
-    """A scale block (`tiny:`, `h200x2:`) as (key path, value, origin, origins inside the value);
+    """A scale block (`tiny:`, `h200x1:`, `h200x2:`) as (key path, value, origin, origins inside the value);
     errors point at it."""
     if block is None:
         return []

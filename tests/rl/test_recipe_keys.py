@@ -29,6 +29,7 @@ READERS: dict[str, tuple[str, str]] = {
     # consumed or read by the harness only
     "defaults": ("harness/recipe/defaults.py", 'pop_top("defaults")'),
     "tiny": ("harness/recipe/scales.py", '"tiny"'),
+    "h200x1": ("harness/recipe/scales.py", '"h200x1"'),
     "h200x2": ("harness/recipe/scales.py", '"h200x2"'),
     "name": ("harness/commands/run.py", 'recipe["name"]'),
     "description": ("harness/report/markdown.py", 'recipe.get("description")'),
