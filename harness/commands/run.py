@@ -38,6 +38,7 @@ from harness.preflight import ask_before_launch, format_answer
 from harness.recipe import apply_overrides, dump_recipe, load_recipe
 from harness.recipe.secret_env import launch_env, redact_recipe, scrub, secret_values
 from harness.report.atomic import write_json_atomic, write_text_atomic
+from harness.thresholds.of_recipe import recipe_thresholds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RECIPE = REPO_ROOT / "recipes" / "arith_grpo_cpu.yaml"
@@ -184,6 +185,7 @@ def main(args: argparse.Namespace) -> int:
     recipe_path = Path(recipe_arg) if recipe_arg else DEFAULT_RECIPE
     resolved = load_recipe(recipe_path, overrides, scale=args.scale)
     recipe = resolved.data
+    recipe_thresholds(recipe)  # a thresholds file that cannot judge this run: exit 2 before any run dir
     launch_env(recipe, os.environ)  # a pass-through secret missing here: exit 2 before any run dir
     plan_obj = make_plan(redact_recipe(recipe))
     plan = plan_obj.to_json()

@@ -21,6 +21,7 @@ from harness.selftest import FAILS_AS_IS, OK, PROBLEMS, run_to_run_sd, self_test
 from harness.selftest.cited import cited_runs
 from harness.suites import find_suites, is_suite_path, suite_problems
 from harness.thresholds import load_thresholds
+from harness.thresholds.of_recipe import recipe_thresholds
 
 
 def validate_one(path: Path, asks: dict[tuple, Mapping]) -> list[str]:
@@ -36,9 +37,7 @@ def validate_one(path: Path, asks: dict[tuple, Mapping]) -> list[str]:
         try:
             resolved = load_recipe(path, scale=scale)
             make_plan(resolved.data)
-            thresholds = resolved.data.get("checks", {}).get("thresholds")
-            if thresholds:
-                load_thresholds(Path(thresholds), hardware=resolved.data["checks"].get("hardware"))
+            recipe_thresholds(resolved.data)
             for variant, recipe in engine_recipes(resolved.data).items():
                 asks[(path, label, variant)] = recipe
         except USER_ERRORS as error:

@@ -64,6 +64,14 @@ def make_config(family: str, overrides: dict, *, vocab_size: int) -> PretrainedC
             f"model.config.layer_types: {len(fields['layer_types'])} entries for "
             f"num_hidden_layers={fields['num_hidden_layers']}"
         )
+    if "full_attention" not in fields["layer_types"]:
+        # transformers' Qwen3.5 cache and masks key on the attention layers: without one, the first
+        # generation step fails inside transformers (after Ray and the warm start have started).
+        raise ValueError(
+            f"model.config.layer_types: no full_attention layer among the {fields['num_hidden_layers']} "
+            "(by default every 4th layer is one): Qwen3.5 needs at least one; use num_hidden_layers >= 4 "
+            "or list layer_types"
+        )
     return FAMILIES[family][0](**fields)
 
 

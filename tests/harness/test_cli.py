@@ -149,6 +149,23 @@ def test_run_rejects_a_bad_plan_before_launch(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("body,message", [
+    ('recipe: arith_grpo_cpu\nchecks:\n  - {name: x, expr: "mean(train/reward, -10) >", why: w, since: 2026-12-01}\n',
+     "bad.yaml:3: check 'x': expected a number"),
+    ('recipe: arith_grpo_cpu\nchecks:\n  - {name: x, expr: "max(train/reward) > 0", why: w, since: 2026-12-01,'
+     ' hardware: [h200]}\n', "bad.yaml"),
+])
+@pytest.mark.parametrize("dry", [True, False])
+def test_run_refuses_a_thresholds_file_that_cannot_judge_it_before_launch(tmp_path, capsys, body, message, dry):
+    bad, out = tmp_path / "bad.yaml", tmp_path / "never"
+    bad.write_text(body)
+    argv = ["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), f"checks.thresholds={bad}", "--out", str(out)]
+    assert main(argv + (["--dry-run"] if dry else [])) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not out.exists()
+
+
 def test_a_run_dir_without_metrics_fails_with_exit_1(tmp_path, capsys):
     run = write_run(tmp_path / "run")
     (run / "metrics.jsonl").unlink()

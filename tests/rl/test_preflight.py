@@ -305,3 +305,12 @@ def test_fla_that_does_not_import_refuses_a_gpu_run(gpus, installed, monkeypatch
         "kernels: fla (fla-core) is installed but does not import: libcuda.so.1: cannot open shared object file; "
         "fix or uninstall it"]
     assert machine_refusals(recipe()) == []  # a CPU run never reaches fla
+
+
+def test_a_qwen3_5_config_without_a_full_attention_layer_is_refused_statically():
+    data = recipe(model__config={"num_hidden_layers": 2})
+    assert static_refusals(data) == [
+        "model.config.layer_types: no full_attention layer among the 2 (by default every 4th layer is one): "
+        "Qwen3.5 needs at least one; use num_hidden_layers >= 4 or list layer_types"]
+    assert static_refusals(recipe(model__config={"num_hidden_layers": 2,
+                                                 "layer_types": ["linear_attention", "full_attention"]})) == []
