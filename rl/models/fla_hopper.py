@@ -161,4 +161,7 @@ def _batched_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.T
         dq = dq.view(batch, length, heads, group, dim_k).sum(3)
         dk = dk.view(batch, length, heads, group, dim_k).sum(3)
     dg = dg.transpose(2, 3).reshape(batch, padded, v_heads)[:, :length]
-    return dq.to(q.dtype), dk.to(k.dtype), _unchunk(dw, length).to(w.dtype), dg
+    # Contiguous, as fla's kernel returns them: fla's l2norm backward (HF's in-kernel L2 norm) views
+    # its input gradient flat, which a partial last chunk's slice would refuse (seen on an H200).
+    return (dq.to(q.dtype).contiguous(), dk.to(k.dtype).contiguous(), _unchunk(dw, length).to(w.dtype).contiguous(),
+            dg.contiguous())
