@@ -10,12 +10,12 @@ under test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import contextlib
 import threading
 import time
 from collections.abc import Iterator
