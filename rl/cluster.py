@@ -5,7 +5,9 @@ Where each worker runs is `rl.placement`'s rule (CPU fractions on a CPU box, one
 policy rank on a GPU machine); with several nodes each bundle is pinned to the Ray node chosen
 for its node index (`assign_nodes`: the driver's node is node 0 when it fits). A private Ray
 gets a fresh random auth token per run, so no other local user can submit work to it while the
-run is up. Every remote call goes through `Cluster.get`, which waits with `ray.wait` and a
+run is up, and a 0700 temp dir of its own (its logs and sockets), removed after the run. The
+recipe's secrets never enter a runtime env: each actor gets its own as constructor arguments.
+Every remote call goes through `Cluster.get`, which waits with `ray.wait` and a
 deadline and turns an actor death into `DeadWorkerError(name)`; when a worker raises instead
 (e.g. its gloo peer vanished), the other workers are probed so the dead one is still the one
 reported.
@@ -13,10 +15,12 @@ reported.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,20 +44,39 @@ PASS_THROUGH_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVS
                     "NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS")
 
 
-def start_ray(*, num_cpus: float, num_gpus: int = 0) -> bool:
+def start_ray(*, num_cpus: float, num_gpus: int = 0, withhold: Collection[str] = ()) -> str | None:
     """Join RAY_ADDRESS when set, else start a private local Ray (with the token that
-    `arm_private_auth` set, when the process called it before importing Ray).
-    Returns True when started here."""
+    `arm_private_auth` set, when the process called it before importing Ray) in a temp dir of
+    its own. Returns that dir (0700, under /tmp: Ray's socket paths must stay under ~107
+    characters), which the caller removes after `ray.shutdown()`; None when nothing was started.
+
+    The private Ray's processes (GCS, raylet, every worker they fork) copy this process's
+    environment as it is now: the names in `withhold` (the recipe's secrets) are left out of it
+    while they start, so a secret lives only in the driver and in the workers it was handed to.
+    """
     if ray.is_initialized():
-        return False
+        return None
     address = os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=True)
-        return False
-    ray.init(address="local", num_cpus=max(int(num_cpus + 0.999), 1), num_gpus=num_gpus,
-             object_store_memory=OBJECT_STORE_BYTES if num_gpus else None,
-             include_dashboard=False, log_to_driver=True)
-    return True
+        return None
+    temp_dir = tempfile.mkdtemp(prefix="rl-ray-", dir="/tmp")
+    log.info("private Ray in %s (removed after the run)", temp_dir)
+    with _withheld(withhold):
+        ray.init(address="local", num_cpus=max(int(num_cpus + 0.999), 1), num_gpus=num_gpus,
+                 object_store_memory=OBJECT_STORE_BYTES if num_gpus else None,
+                 include_dashboard=False, log_to_driver=True, _temp_dir=temp_dir)
+    return temp_dir
+
+
+@contextlib.contextmanager
+def _withheld(names: Collection[str]) -> Iterator[None]:
+    """`os.environ` without `names` for the duration."""
+    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 def assign_nodes(placement: Placement, nodes: list[dict[str, Any]], *, driver_node: str) -> list[str]:
@@ -106,6 +129,7 @@ class Cluster:
 
     placement: Placement
     env_vars: dict[str, dict[str, str | None]] = field(default_factory=dict)  # role -> RunConfig.worker_env(role)
+    secret_names: frozenset[str] = frozenset()  # handed to each actor's constructor, never in its runtime env
     workers: list[WorkerHandle] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -123,12 +147,15 @@ class Cluster:
                 f"cluster resources: {ray.cluster_resources()}") from None
 
     def spawn(self, cls: type, *, slot: ActorSlot, name: str, role: str, rank: int, **kwargs: Any) -> WorkerHandle:
-        """Start actor `cls(name=..., rank=..., env_keys=..., unset_env=..., **kwargs)` in its slot
-        of the placement group, with its role's env."""
+        """Start actor `cls(name=..., rank=..., env_keys=..., unset_env=..., secret_env=..., **kwargs)`
+        in its slot of the placement group, with its role's env: the secrets among it as the
+        constructor's `secret_env`, the rest as its runtime env (which Ray writes into the worker's
+        command line, readable by any local user, and into its runtime_env_agent.log)."""
         if not 0 <= slot.bundle < len(self.placement.bundles):
             raise ValueError(f"{name}: bundle {slot.bundle} is not in the placement group")
         recipe_env = self.env_vars[role]
         env = worker_env(recipe_env, gpu=self.placement.gpu)
+        secrets = {k: env.pop(k) for k in sorted(self.secret_names & env.keys())}
         actor = ray.remote(cls).options(
             num_cpus=slot.num_cpus,
             num_gpus=slot.num_gpus,
@@ -137,7 +164,7 @@ class Cluster:
                 placement_group=self._pg, placement_group_bundle_index=slot.bundle),
             runtime_env={"env_vars": env},
         ).remote(name=name, rank=rank, env_keys=sorted(recipe_env),
-                 unset_env=[k for k, v in recipe_env.items() if v is None], **kwargs)
+                 unset_env=[k for k, v in recipe_env.items() if v is None], secret_env=secrets, **kwargs)
         handle = WorkerHandle(name=name, role=role, rank=rank, actor=actor)
         self.workers.append(handle)
         return handle

@@ -19,7 +19,7 @@ from typing import Any, Union
 
 import yaml
 
-from rl import secret_env
+from rl import secret_env, unsafe_env
 from rl.algorithms.loss import LossConfig  # the loss section is the loss's own config
 from rl.distill.loss import DistillConfig  # so is the distillation section
 from rl.lr_schedule import DECAYS
@@ -291,6 +291,9 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     data_plane: DataPlaneConfig = field(default_factory=DataPlaneConfig)
     env: dict[str, str] = field(default_factory=dict)
+    # Names of rl/unsafe_env.py's guarded families (RAY_*, RL_FAULTS, LD_*, PYTHON*) that the env
+    # mappings may set anyway.
+    env_unsafe_allow: list[str] = field(default_factory=list)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     run_dir: str | None = None  # the harness's: where run dirs go without --out
     checks: ChecksConfig = field(default_factory=ChecksConfig)
@@ -429,6 +432,21 @@ def _validate(cfg: RunConfig) -> None:
         for key, value in _lookup(cfg, scope).items():
             if not isinstance(value, str):
                 raise ValueError(f"{scope}.{key}: environment values must be strings, got {value!r}")
+    _validate_unsafe_env(cfg)
+
+
+def _validate_unsafe_env(cfg: RunConfig) -> None:
+    """Guarded env names (rl/unsafe_env.py) only where env_unsafe_allow lists them; the list holds
+    guarded names only (a permission, so a base recipe may grant one its derived runs use)."""
+    for scope in secret_env.SCOPES:
+        names = list(_lookup(cfg, scope))
+        refused = unsafe_env.refusal(scope, names, cfg.env_unsafe_allow)
+        if refused:
+            raise ValueError(refused)
+    for i, name in enumerate(cfg.env_unsafe_allow):
+        if not unsafe_env.guarded(name):
+            raise ValueError(f"env_unsafe_allow[{i}]: {name!r} is not a guarded name (RAY_*, RL_FAULTS, LD_*, "
+                             "PYTHON*): an env mapping sets it without asking")
 
 
 def _validate_packing(packing: SequencePackingConfig) -> None:

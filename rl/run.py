@@ -16,6 +16,7 @@ import argparse
 import logging
 import os
 import secrets
+import shutil
 import signal
 import sys
 import threading
@@ -184,7 +185,7 @@ class Engine:
         self.ckpt = ckpt
         self.cluster: Any = None
         self.plane: Any = None  # the data-plane backend (rl/data/plane.py)
-        self.started_ray = False
+        self.ray_temp_dir: str | None = None  # the private Ray's, removed at shutdown
         self.step = runlog.last_step
 
     # --- set-up --------------------------------------------------------------------------
@@ -213,14 +214,15 @@ class Engine:
         # Logical CPUs: our workers take fractions; a data plane's own actors may ask for whole
         # CPUs (TransferQueue's do), so those are reserved on top.
         plane = plane_class(cfg.data_plane.backend)
-        self.started_ray = start_ray(num_cpus=max(placement.num_cpus, 2) + plane.ray_cpus(cfg.data_plane),
-                                     num_gpus=placement.num_gpus)
+        self.ray_temp_dir = start_ray(num_cpus=max(placement.num_cpus, 2) + plane.ray_cpus(cfg.data_plane),
+                                      num_gpus=placement.num_gpus, withhold=self.hidden_env)
         _catch_signals()  # ray.init installs its own handlers; ours win
         tokenizer = load_tokenizer(cfg.model.tokenizer, model_path=cfg.model.path)
         env = make_env({"name": cfg.task.name, "params": cfg.task.params},
                        data=asdict(cfg.data), tokenizer=tokenizer)
         self.plane = plane.open(cfg.data_plane, group_size=alg.generations_per_prompt)
-        self.cluster = cluster = Cluster(placement=placement, env_vars={r: cfg.worker_env(r) for r in ROLES})
+        self.cluster = cluster = Cluster(placement=placement, env_vars={r: cfg.worker_env(r) for r in ROLES},
+                                         secret_names=frozenset(self.hidden_env))
         ranks = [cluster.spawn(PolicyWorker, slot=placement.policy[r], name=f"policy-{r}", role="policy",
                                rank=r, world_size=world, data_plane=self.plane.worker_client, device=device)
                  for r in range(world)]
@@ -449,8 +451,10 @@ class Engine:
                 self.plane.close()
             except Exception:  # noqa: BLE001 - best effort on the way out
                 log.exception("closing the data plane")
-        if self.started_ray and ray.is_initialized():
-            ray.shutdown()
+        if self.ray_temp_dir is not None:
+            if ray.is_initialized():
+                ray.shutdown()
+            shutil.rmtree(self.ray_temp_dir, ignore_errors=True)
 
 
 def _path_config(model_cfg: dict) -> Any:

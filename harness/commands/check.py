@@ -21,6 +21,7 @@ from harness.bounded import BoundedReadError, read_text
 from harness.checks.judge import Judgement, judge_run
 from harness.console import format_verdicts
 from harness.errors import UsageError
+from harness.launch.run_lock import ORPHANED, settle_orphan
 from harness.report.junit import write_junit
 from harness.report.result_json import write_result_json
 
@@ -74,6 +75,8 @@ def main(args: argparse.Namespace) -> int:
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be at least 1, got {args.steps}")
     target = Path(args.run_dir)
+    if target.is_dir() and settle_orphan(target):
+        print(f"note: {target}: {ORPHANED}; status.json now says 'failed'")
     judgement = judge_run(
         target,
         thresholds=Path(args.thresholds) if args.thresholds else None,

@@ -8,6 +8,9 @@ report.md. Without a recipe it runs the embedded default, the CPU GRPO tiny twin
 `--resume --out DIR` continues the run in DIR from its newest checkpoint (`rl.run --resume`):
 the recipe must resolve to the one DIR was run with, engine.log is appended to, and the run
 is judged whole, as if it had never stopped.
+The run dir is locked while its run lives (harness/launch/run_lock.py): a dir held by a live
+harness or engine is refused, for `--resume` too, and a resume settles a `running` status.json
+that a dead run left.
 `--ray-address http://HEAD:8265` (or RAY_ADDRESS set to such a URL) runs the engine as a Ray job
 on that cluster (harness/launch/ray_job.py); the run dir must be on a path the head shares.
 """
@@ -32,8 +35,9 @@ from harness.console import format_verdicts
 from harness.engines import engine_command, import_metrics, ray_job_command
 from harness.errors import UsageError
 from harness.launch import LaunchResult, launch
+from harness.launch.run_lock import LOCK_FILE, RunDirLocked, hold, is_locked, settle_orphan
 from harness.launch.status import write_status
-from harness.plan import make_plan
+from harness.plan import Plan, make_plan
 from harness.preflight import ask_before_launch, format_answer
 from harness.recipe import apply_overrides, dump_recipe, load_recipe
 from harness.recipe.secret_env import launch_env, redact_recipe, scrub, secret_values
@@ -97,7 +101,7 @@ def jobs_address(cli_address: str | None) -> str | None:
 
 
 def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: bool = False,
-                  ray_address: str | None = None) -> LaunchResult:
+                  ray_address: str | None = None, lock_fd: int | None = None) -> LaunchResult:
     env = launch_env(recipe, os.environ)  # secrets reach the engine here; its recipe.yaml says <redacted>
     names = sorted(env)  # what a Ray job is given: the engine process's recipe env
     env.setdefault("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "disabled"))
@@ -116,6 +120,7 @@ def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: boo
         total_steps=int(recipe["algorithm"]["num_steps"]),
         progress=progress,
         cwd=REPO_ROOT,
+        keep_fds=() if lock_fd is None else (lock_fd,),  # the engine holds the run dir too (run_lock.py)
     )
     scrub_logs(run_dir, secret_values(recipe, os.environ))
     import_metrics(recipe, run_dir)
@@ -135,13 +140,14 @@ def scrub_logs(run_dir: Path, values: list[str]) -> None:
 
 
 def run_single(recipe: Mapping, run_dir: Path, *, progress: bool, resume: bool = False,
-               ray_address: str | None = None) -> tuple[Judgement, LaunchResult]:
-    result = launch_engine(recipe, run_dir, progress=progress, resume=resume, ray_address=ray_address)
+               ray_address: str | None = None, lock_fd: int | None = None) -> tuple[Judgement, LaunchResult]:
+    result = launch_engine(recipe, run_dir, progress=progress, resume=resume, ray_address=ray_address,
+                           lock_fd=lock_fd)
     return judge_run(run_dir), result
 
 
 def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool,
-               ray_address: str | None = None) -> tuple[Judgement, LaunchResult]:
+               ray_address: str | None = None, lock_fd: int | None = None) -> tuple[Judgement, LaunchResult]:
     """Run each parity variant from the same seed in its own sub-dir, judge each, compare them."""
     parity = recipe["checks"]["parity"]
     names = list(parity["variants"])
@@ -155,7 +161,7 @@ def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool,
         sub.mkdir()
         write_inputs(sub, variant, plan)
         print(f"variant {name}: {sub}")
-        last = launch_engine(variant, sub, progress=progress, ray_address=ray_address)
+        last = launch_engine(variant, sub, progress=progress, ray_address=ray_address, lock_fd=lock_fd)
         judgement = judge_run(sub)
         write_outputs(sub, judgement, name=f"{recipe['name']}:{name}", plan=plan)
         judged.append(judgement)
@@ -183,12 +189,13 @@ def main(args: argparse.Namespace) -> int:
     if recipe_arg and "=" in recipe_arg and not recipe_arg.endswith((".yaml", ".yml")):
         recipe_arg, overrides = None, [recipe_arg, *overrides]
     recipe_path = Path(recipe_arg) if recipe_arg else DEFAULT_RECIPE
+    if args.out and is_locked(Path(args.out)):  # before the seconds the preflight takes; `hold` below decides
+        raise RunDirLocked(f"{args.out}: in use by a live run (it holds {LOCK_FILE}); wait for it to end")
     resolved = load_recipe(recipe_path, overrides, scale=args.scale)
     recipe = resolved.data
     recipe_thresholds(recipe)  # a thresholds file that cannot judge this run: exit 2 before any run dir
     launch_env(recipe, os.environ)  # a pass-through secret missing here: exit 2 before any run dir
-    plan_obj = make_plan(redact_recipe(recipe))
-    plan = plan_obj.to_json()
+    plan = make_plan(redact_recipe(recipe))
     resume = getattr(args, "resume", False)
     ray_address = jobs_address(getattr(args, "ray_address", None))
     refused_here = ask_before_launch(recipe, launching=not args.dry_run, machine_here=not ray_address)
@@ -196,6 +203,27 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--resume and --dry-run: choose one")
     run_dir = (resume_dir(args.out, recipe) if resume
                else make_run_dir(args.out, recipe["name"], recipe.get("run_dir")))
+    with hold(run_dir) as lock_fd:  # refused while a live run holds it (harness/launch/run_lock.py)
+        if resume:
+            settle_orphan(run_dir)
+        elif args.out:
+            fresh_or_refuse(run_dir)
+        return _run_locked(args, recipe, recipe_path, plan, run_dir, lock_fd=lock_fd,
+                           refused_here=refused_here, ray_address=ray_address)
+
+
+def fresh_or_refuse(run_dir: Path) -> None:
+    """--out, checked again under the lock: a run that started between make_run_dir's look and our
+    lock (and has ended since, freeing it) must not be written over."""
+    if any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+        raise UsageError(f"{run_dir}: run dir exists and is not empty (choose another --out)")
+
+
+def _run_locked(args: argparse.Namespace, recipe: Mapping, recipe_path: Path, plan_obj: Plan, run_dir: Path, *,
+                lock_fd: int, refused_here: list[str] | None, ray_address: str | None) -> int:
+    """main's part that runs while this process holds the run dir's lock."""
+    resume = getattr(args, "resume", False)
+    plan = plan_obj.to_json()
     recipe_file = run_dir / "recipe.yaml" if resume else write_inputs(run_dir, recipe, plan)
     print(f"recipe  {recipe_path}{f' ({args.scale} twin)' if args.scale else ''}\nrun dir {run_dir}")
     print(format_plan(plan_obj), end="")
@@ -207,9 +235,11 @@ def main(args: argparse.Namespace) -> int:
         return 0
     progress = not args.no_progress
     if recipe["checks"].get("parity"):
-        judgement, result = run_parity(recipe, run_dir, plan, progress=progress, ray_address=ray_address)
+        judgement, result = run_parity(recipe, run_dir, plan, progress=progress, ray_address=ray_address,
+                                       lock_fd=lock_fd)
     else:
-        judgement, result = run_single(recipe, run_dir, progress=progress, resume=resume, ray_address=ray_address)
+        judgement, result = run_single(recipe, run_dir, progress=progress, resume=resume, ray_address=ray_address,
+                                       lock_fd=lock_fd)
     write_outputs(run_dir, judgement, name=recipe["name"], plan=plan)
     print(format_verdicts(judgement.verdicts), end="")
     print(f"report  {run_dir / 'report.md'}")

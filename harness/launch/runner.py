@@ -5,11 +5,15 @@ pipe we read), so its output survives the harness being killed. It runs in its o
 terminal's Ctrl-C reaches only the harness, which forwards it to the engine, and then stops what is
 left of the engine's group (group.stop_leader_first). A SIGTERM to the harness (a cancelled CI job,
 `kill`) is forwarded the same way, so a cancelled harness does not leave an engine running.
+A harness that cannot forward anything (SIGKILLed, OOM-killed, reaped by a CI runner) still takes
+its engine along: the engine starts with a parent-death signal (Linux `prctl(PR_SET_PDEATHSIG)`,
+SIGTERM, so it records `interrupted` and stops its Ray the way a forwarded SIGTERM does).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shlex
 import signal
@@ -17,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -35,6 +39,8 @@ from harness.launch.status import HARNESS_PREFIX, log_tail, merge_status, read_s
 from harness.launch.tail import MetricsTail
 
 STATES = ("completed", "failed", "timeout", "interrupted")
+_PR_SET_PDEATHSIG = 1
+EXIT_ORPHANED = 143  # what a SIGTERM would have made of it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +69,7 @@ def launch(
     cwd: Path | None = None,
     grace_s: float = 20.0,
     poll_s: float = 0.2,
+    keep_fds: Sequence[int] = (),
 ) -> LaunchResult:
     """Runs `command` with os.environ + `env`; returns once it and all its helpers are gone.
 
@@ -77,6 +84,7 @@ def launch(
         grace_s: how long SIGTERM / SIGINT may take before SIGKILL (20 s: rl.run gives its own
             shutdown 15 s after recording the outcome, SHUTDOWN_GRACE_S).
         poll_s: how often the process and metrics.jsonl are looked at.
+        keep_fds: file descriptors the engine inherits (the run dir's lock, harness/launch/run_lock.py).
     Raises:
         ValueError: naming the argument, when one is out of range.
     """
@@ -93,7 +101,8 @@ def launch(
         try:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=full_env, cwd=cwd, start_new_session=True,
+                env=full_env, cwd=cwd, start_new_session=True, pass_fds=tuple(keep_fds),
+                preexec_fn=_die_with(os.getpid()),
             )  # fmt: skip
         except OSError as exc:
             _note(log, f"could not start the engine: {exc}")
@@ -138,6 +147,21 @@ def _watch(
         return "terminated"
     except KeyboardInterrupt:
         return "interrupted"
+
+
+def _die_with(harness_pid: int) -> Callable[[], None] | None:
+    """A preexec_fn (run in the engine child before exec) that asks Linux for SIGTERM when the
+    harness dies; None where there is no prctl. A harness already gone by then: the child exits."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def arm() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)  # kept across exec
+        if os.getppid() != harness_pid:  # the harness died before the prctl: no signal will come
+            os._exit(EXIT_ORPHANED)
+
+    return arm
 
 
 class HarnessTerminated(KeyboardInterrupt):

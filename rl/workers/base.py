@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -18,7 +18,10 @@ class WorkerBase:
     role = "worker"
 
     def __init__(self, *, name: str, rank: int, env_keys: list[str], unset_env: Sequence[str] = (),
-                 device: str = "cpu") -> None:
+                 secret_env: Mapping[str, str] | None = None, device: str = "cpu") -> None:
+        # `secret_env`: the recipe's secrets, handed over as constructor arguments because Ray
+        # writes a runtime env into worker command lines and its logs (rl/cluster.py).
+        os.environ.update(secret_env or {})
         # `unset_env`: variables only the other role's env sets (RunConfig.worker_env). They can
         # still reach this process from outside its runtime env: a local Ray starts workers from
         # the driver's environment, which holds the role secrets the harness handed over, and a

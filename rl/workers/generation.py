@@ -15,7 +15,7 @@ captured graphs stay valid), "eager" from the model's own cache.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -35,8 +35,10 @@ class GenerationWorker(WorkerBase):
     role = "generation"
 
     def __init__(self, *, name: str, rank: int, env_keys: list[str], unset_env: Sequence[str] = (),
+                 secret_env: Mapping[str, str] | None = None,
                  device: str = "cpu", precision: str = "fp32", decode: str = "eager") -> None:
-        super().__init__(name=name, rank=rank, env_keys=env_keys, unset_env=unset_env, device=device)
+        super().__init__(name=name, rank=rank, env_keys=env_keys, unset_env=unset_env, secret_env=secret_env,
+                         device=device)
         self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
         self.decode = decode
         self.model: Any = None

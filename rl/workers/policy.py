@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -46,8 +46,10 @@ class PolicyWorker(WorkerBase):
     role = "policy"
 
     def __init__(self, *, name: str, rank: int, world_size: int, env_keys: list[str],
-                 data_plane: RankRows, unset_env: Sequence[str] = (), device: str = "cpu") -> None:
-        super().__init__(name=name, rank=rank, env_keys=env_keys, unset_env=unset_env, device=device)
+                 data_plane: RankRows, unset_env: Sequence[str] = (),
+                 secret_env: Mapping[str, str] | None = None, device: str = "cpu") -> None:
+        super().__init__(name=name, rank=rank, env_keys=env_keys, unset_env=unset_env, secret_env=secret_env,
+                         device=device)
         self.world_size = world_size
         self._shared: Any = None  # the refit buckets rank 0 keeps alive until the generator copied them
         self._channel: RefitChannel | None = None  # rank 0's end of the refit channel (generation not colocated)

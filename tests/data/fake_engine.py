@@ -2,9 +2,18 @@
 
     python tests/data/fake_engine.py --out RUN_DIR --steps 5 --sleep 0.05 [--crash-at 3] [--hang]
         [--ignore-sigterm] [--spawn-child [--child-own-group]] [--no-status] [--exit-code N] [--torn-tail]
+        [--start-delay S]
 
 It appends one metrics.jsonl line per step, keeps status.json current, prints to stdout and stderr,
 and writes "interrupted" to status.json when it gets SIGINT (as a well-behaved engine does).
+
+Readiness (issue 38): once its signal handlers are installed and its steps written (before it
+hangs or exits) it writes `ready` (JSON: the signals that were pending, i.e. sent before it was
+ready) and unblocks SIGTERM and SIGINT. A test that starts it with those signals blocked (`held_signals` in
+tests/harness/test_launch_runner.py; a blocked mask is inherited through fork and exec) gets every
+early signal delivered after the handlers are in place, however slowly it started; a test that
+signals it waits for `ready` first. `--start-delay S` sleeps S seconds before the handlers, to
+show that a slow start changes no verdict.
 """
 
 from __future__ import annotations
@@ -32,10 +41,22 @@ def spawn_child(out: Path) -> None:
     (out / "child.pid").write_text(str(child.pid))
 
 
+def announce_ready(out: Path, early: set[int]) -> None:
+    """Handlers are in place: write `ready` (the signals held so far), then take them."""
+    held = (early | signal.sigpending()) & {signal.SIGTERM, signal.SIGINT}
+    pending = sorted(signal.Signals(s).name for s in held)
+    tmp = out / "ready.tmp"
+    tmp.write_text(json.dumps({"pending": pending}))
+    os.replace(tmp, out / "ready")
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})  # an ignored one is dropped
+
+
 def main() -> int:
     out = ARGS.out
     out.mkdir(parents=True, exist_ok=True)
     (out / "engine.pid").write_text(str(os.getpid()))
+    time.sleep(ARGS.start_delay)  # a slow start: imports on a loaded machine
+    early = signal.sigpending()  # (setting SIG_IGN drops a pending SIGTERM: look before)
     if ARGS.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if ARGS.spawn_child:
@@ -62,6 +83,7 @@ def main() -> int:
             if ARGS.torn_tail:
                 metrics.write('{"step": 999, "train/rew')
                 metrics.flush()
+        announce_ready(out, early)
         while ARGS.hang:
             time.sleep(0.05)
     except KeyboardInterrupt:
@@ -89,6 +111,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-status", action="store_true")
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--torn-tail", action="store_true")
+    p.add_argument("--start-delay", type=float, default=0.0, help="seconds before the signal handlers are set")
     return p.parse_args()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.nightly.faults import data_problems, metric_steps, verdict_problems
+from harness.nightly.faults import StepWatch, data_problems, metric_steps, verdict_problems
 from harness.nightly.runner import run_entry
 from harness.nightly.summary import reliability
 from harness.suites import Entry, Expect, SignalAt, SuiteError, load_suite
@@ -104,7 +104,10 @@ FAKE = textwrap.dedent("""\
     def result(failed):
         (out / "result.json").write_text(json.dumps({"verdicts": [{"name": "run_completed", "ok": not failed}]}))
     if mode == "lose" and not resume:
-        metrics.write_text('{"step": 1}\\n{"step": 2}\\n'); time.sleep(1.0)
+        metrics.write_text('{"step": 1}\\n{"step": 2}\\n')
+        deadline = time.monotonic() + 120  # an upper bound: the runner says when it has seen step 2
+        while "2" not in ((out / "watched").read_text() if (out / "watched").exists() else ""):
+            assert time.monotonic() < deadline; time.sleep(0.05)
         metrics.write_text('{"step": 1}\\n'); status("failed", 1); result(True); sys.exit(1)
     if mode == "lose":
         status("completed", 0); result(False); sys.exit(0)
@@ -144,7 +147,16 @@ def test_a_signal_at_a_step_and_the_expected_interruption_pass(tmp_path):
     assert "sending SIGTERM to harness run" in (tmp_path / "out" / "term" / "harness.log").read_text()
 
 
-def test_a_line_lost_before_a_resume_fails_even_when_the_verdict_is_right(tmp_path):
+def test_a_line_lost_before_a_resume_fails_even_when_the_verdict_is_right(tmp_path, monkeypatch):
+    polled = StepWatch.poll
+
+    def poll_and_tell(watch: StepWatch) -> int:  # the fake cuts its line only once the runner saw it
+        top = polled(watch)
+        if watch.seen:  # (the run dir exists by then)
+            (watch.path.parent / "watched").write_text(" ".join(map(str, sorted(watch.seen))))
+        return top
+
+    monkeypatch.setattr(StepWatch, "poll", poll_and_tell)
     run = _play(tmp_path, "lose", Expect(exit=0, state="completed"), resume=True)
     assert run["observed"]["first_exit"] == 1 and run["observed"]["exit"] == 0
     assert run["verdict"] == "fail" and any(p.startswith("data lost: steps [2]") for p in run["problems"])

@@ -92,4 +92,4 @@ def test_a_hung_harness_is_stopped_at_the_timeout(tmp_path):
     result = run_entry(entry, out_dir=tmp_path / "out", max_retries=1, timeout_s=0.5,
                        harness=(sys.executable, str(fake)))
     assert len(result.attempts) == 1 and result.final.exit_code < 0 and result.verdict == "error"
-    assert result.final.wall_s < 10
+    assert result.final.wall_s < 30  # stopped, not left to sleep its 60 s (a generous upper bound)

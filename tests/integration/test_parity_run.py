@@ -39,7 +39,8 @@ def test_parity_recipe_passes_with_legacy_and_tq_bitwise_equal(tmp_path):
 
 def test_planted_reorder_bug_fails_invariant_and_parity(tmp_path):
     out = tmp_path / "broken"
-    code = main(["run", PARITY, *SHORT, "++env.RL_FAULTS=dispatch_inverse_reorder", "--out", str(out)])
+    code = main(["run", PARITY, *SHORT, "++env.RL_FAULTS=dispatch_inverse_reorder", "env_unsafe_allow=[RL_FAULTS]",
+                 "--out", str(out)])
     assert code == 1
     got = verdicts(out)
     assert got["legacy:run_completed"]["ok"]  # the legacy path has no dispatch to break

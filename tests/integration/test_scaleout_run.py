@@ -122,8 +122,8 @@ def two_nodes_then_ctrl_c(url: str, node_ids: set[str], short: list[str], one: P
     time.sleep(2)
     sent = time.monotonic()
     harness.send_signal(signal.SIGINT)
-    code = harness.wait(timeout=30)
-    assert time.monotonic() - sent < 30
+    code = harness.wait(timeout=120)  # upper bounds: the job's stop takes seconds, 30 s on a loaded box
+    assert time.monotonic() - sent < 120
     assert code == 130, harness.stdout.read().decode()[-3000:]
     assert live_jobs(url) == []
     assert "stopping harness-arith_grpo_cpu-" in (stopped / "engine.log").read_text()

@@ -131,6 +131,7 @@ READERS: dict[str, tuple[str, str]] = {
     "env": ("rl/config.py", "own = {**self.env, **getattr(self, role).env}"),
     "policy.env": ("rl/run.py", "env_vars={r: cfg.worker_env(r) for r in ROLES}"),
     "generation.env": ("rl/run.py", "env_vars={r: cfg.worker_env(r) for r in ROLES}"),
+    "env_unsafe_allow": ("rl/config.py", "unsafe_env.refusal(scope, names, cfg.env_unsafe_allow)"),
     "checkpoint.every_steps": ("rl/run.py", "cfg.checkpoint.every_steps"),
     "checkpoint.hf_format": ("rl/run.py", "cfg.checkpoint.hf_format"),
     "data.train": ("rl/envs/math.py", 'data["train"]'),

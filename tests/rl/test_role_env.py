@@ -100,6 +100,6 @@ def test_a_worker_drops_the_other_roles_variables_and_reports_them_unset(monkeyp
 def test_a_resumed_run_drops_planted_faults_from_every_env(monkeypatch):
     monkeypatch.delenv(faults.ENV, raising=False)
     cfg = parse_config(_data(env={faults.ENV: "nan_loss", "A": "a"}, policy={faults.ENV: "worker_hang@2"},
-                             generation={faults.ENV: "nan_loss", "G": "g"}))
+                             generation={faults.ENV: "nan_loss", "G": "g"}, env_unsafe_allow=[faults.ENV]))
     clean = _without_faults(cfg)
     assert (clean.env, clean.policy.env, clean.generation.env) == ({"A": "a"}, {}, {"G": "g"})
