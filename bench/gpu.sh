@@ -124,16 +124,17 @@ case "$TARGET" in
   smoke-seeds)
     # The h200x1 checks of the smoke suite's recipes are derived from these 9 runs, side by side on one
     # GPU; their metrics come back as one $OUT/smoke_seeds.tgz (the 8-file limit on what returns).
-    runs=()
-    for s in 42 7 123; do
+    # `smoke-seeds [TWINS [SEEDS]]`: TWINS of llm,vlm,distill and SEEDS (default all, 42,7,123).
+    runs=(); names=()
+    for s in $(echo "${2:-42,7,123}" | tr , ' '); do
       for pair in llm:qwen3_5_35b vlm:qwen3_5_35b_vlm distill:xtoken_distill_qwen3_5; do
-        runs+=(${pair%%:*}-$s recipes/${pair#*:}.yaml --scale h200x1 algorithm.seed=$s --)
+        [[ ",${1:-llm,vlm,distill}," == *",${pair%%:*},"* ]] || continue
+        runs+=(${pair%%:*}-$s recipes/${pair#*:}.yaml --scale h200x1 algorithm.seed=$s --); names+=(${pair%%:*}-$s)
       done
     done
     mkdir -p /tmp/smoke-seeds-tgz; OUT=/tmp/smoke-seeds-tgz harness_runs 500 "${runs[@]}"
-    python3 bench/run_summary.py /tmp/runs/{llm,vlm,distill}-{42,7,123} | record engine
-    tar czf "${OUT:-/tmp}/smoke_seeds.tgz" --exclude=checkpoints --exclude='*.pt' -C /tmp/runs \
-      $(cd /tmp/runs && ls -d {llm,vlm,distill}-{42,7,123} 2>/dev/null) ;;
+    (cd /tmp/runs && python3 "$OLDPWD/bench/run_summary.py" "${names[@]}") | record engine
+    tar czf "${OUT:-/tmp}/smoke_seeds.tgz" --exclude=checkpoints --exclude='*.pt' -C /tmp/runs "${names[@]}" ;;
   vlm-decode)
     for decode in auto eager; do
       harness_runs 200 vlm-$decode recipes/qwen3_5_35b_vlm.yaml --scale h200x2 cluster.devices_per_node=1 \

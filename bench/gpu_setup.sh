@@ -2,7 +2,13 @@
 # as bench/README.md says from the list in bench/gpu_wheels.txt) and set the environment the engine
 # and benches expect. The NVLink-multicast switches are the GPU machine's (they reach every Ray
 # worker through rl.cluster's pass-through list).
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site bench/.work/wheels/*.whl || return 1
+# Once per machine and wheel set (two scripts of one call may both source this).
+staged=$(ls bench/.work/wheels | md5sum | cut -c1-12)
+if [ "$(cat /tmp/site/.staged 2>/dev/null)" != "$staged" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site bench/.work/wheels/*.whl \
+    || return 1
+  echo "$staged" > /tmp/site/.staged
+fi
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export HARNESS="python3 -m harness.cli"

@@ -6,9 +6,10 @@
 #   BENCH_COMMIT=<sha> bash bench/gpu_smoke.sh      # carry bench/.work (staging: bench/README.md)
 #
 # Writes one stamped row per entry to $OUT/gpu_smoke.jsonl (bench/run_summary.py: state, checks
-# passed of total, step time, tokens/s) and the suite's summary to $OUT/gpu_smoke.md; append the
-# rows to bench/results/gpu_smoke.jsonl. Exit 0 only when every entry passed: every GPU benchmark
-# script runs this first and stops on a red smoke (`bash bench/gpu_smoke.sh || exit 1`).
+# passed of total, step time, tokens/s), the suite's summary to $OUT/gpu_smoke.md and the run
+# dirs to $OUT/gpu_smoke_runs.tgz; append the rows to bench/results/gpu_smoke.jsonl. Exit 0 only
+# when every entry passed: every GPU benchmark script runs this first and stops on a red smoke
+# (`bash bench/gpu_smoke.sh || exit 1`).
 set -uo pipefail
 RESULTS=${OUT:-bench/results}
 . bench/gpu_setup.sh || exit 1
@@ -23,4 +24,6 @@ mkdir -p "$RESULTS"
 find "$SMOKE" -mindepth 1 -maxdepth 1 -type d | sort | xargs python3 bench/run_summary.py \
   | python3 bench/record.py --out "$RESULTS/gpu_smoke.jsonl" --command "bash bench/gpu_smoke.sh"
 cp "$SMOKE/summary.md" "$RESULTS/gpu_smoke.md" 2>/dev/null
+# the run dirs, for the record (thresholds cite them): metrics, status, result, logs; no checkpoints
+tar czf "$RESULTS/gpu_smoke_runs.tgz" --exclude=checkpoints --exclude='*.pt' -C "$SMOKE" . 2>/dev/null
 exit $rc
