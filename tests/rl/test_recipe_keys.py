@@ -86,6 +86,7 @@ READERS: dict[str, tuple[str, str]] = {
     "generation.colocated": ("rl/run.py", "colocated=cfg.generation.colocated"),
     "generation.decode": ("rl/run.py", "resolve_decode(cfg.generation.decode"),
     "generation.max_new_tokens": ("rl/run.py", "cfg.generation.max_new_tokens"),
+    "generation.ignore_eos": ("rl/run.py", "cfg.generation.ignore_eos"),
     "generation.temperature": ("rl/run.py", "cfg.generation.temperature"),
     "algorithm.name": ("rl/config.py", '"algorithm.name": ("grpo", "distill")'),
     "algorithm.seed": ("rl/run.py", "seed=alg.seed"),
@@ -152,6 +153,7 @@ READERS: dict[str, tuple[str, str]] = {
 REFUSED: dict[str, tuple[object, str]] = {
     "generation.tp": (2, "generation.tp: 2, but the torch generation backend"),
     "generation.decode": ("graphs", "generation.decode: graphs needs a GPU"),
+    "generation.ignore_eos": (True, "generation.ignore_eos: task 'arith' scores what a completion says"),
     "policy.compile": (True, "policy.compile: the torch backend runs eager"),
     "algorithm.name": ("ppo", "algorithm.name: 'ppo' is not one of"),
     "policy.precision": ("bf16", "policy.precision: the torch backend trains in fp32 only"),
