@@ -35,7 +35,7 @@ READERS: dict[str, tuple[str, str]] = {
     "engine": ("harness/engines/__init__.py", 'recipe.get("engine", "rl")'),
     "engine.command": ("harness/engines/__init__.py", 'engine["command"]'),
     "engine.metrics": ("harness/engines/__init__.py", 'engine.get("metrics")'),
-    "engine.metrics_path": ("harness/engines/__init__.py", 'engine.get("metrics_path", ".")'),
+    "engine.metrics_path": ("harness/engines/__init__.py", 'engine.get("metrics_path")'),
     "policy.max_seq_len": ("harness/plan/memory.py", '"max_seq_len"'),
     "run_dir": ("harness/commands/run.py", 'recipe.get("run_dir")'),
     "checks.thresholds": ("harness/checks/judge.py", 'checks_cfg["thresholds"]'),
