@@ -4,6 +4,7 @@
     python bench/bench_shard_balance.py --rows 1024 --dp 16 --seeds 50
     python bench/bench_shard_balance.py --scale       # issue 15: n x DP x lengths, time + balance
     python bench/bench_shard_balance.py --dispatch    # issue 15: dp_dispatch driver cost, 16k rows
+    python bench/bench_shard_balance.py --large-dp    # 16,384 lognormal rows over DP 256: time, max/mean
 
 Table 1: max rank tokens / mean rank tokens (1.0 is perfect; the slowest rank sets the step
 time), mean and worst over seeds, for realistic response-length distributions, plus our
@@ -275,6 +276,21 @@ def dispatch_table(rows: int, dp: int, repeats: int) -> str:
     return "\n".join(lines)
 
 
+def large_dp_table(repeats: int, seeds: int = 5) -> str:
+    """Issue 31's case: 16,384 rows, lognormal lengths (mu 6.3, sigma 1.0, capped at 16,384), DP 256.
+    Target: max/mean <= 1.001 against the lower bound max(mean, longest row), under 50 ms."""
+    lines = [f"16,384 lognormal rows (mu 6.3, sigma 1.0, cap 16,384) over DP 256, median of {repeats} runs",
+             "", "| seed | max / mean | lower bound / mean | ms wall / CPU |", "|---|---|---|---|"]
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        lengths = np.minimum(rng.lognormal(6.3, 1.0, 16384).astype(np.int64), 16384).clip(1).tolist()
+        ms, ranks, cpu = _timed(lambda: assign_balanced(lengths, 256), repeats)
+        mean = sum(lengths) / 256
+        lines.append(f"| {seed} | {_ratio(ranks, lengths, 256):.6f} | {max(mean, max(lengths)) / mean:.4f} | "
+                     f"{ms:.1f} / {cpu:.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -289,7 +305,11 @@ def main() -> None:
     parser.add_argument("--scale", action="store_true", help="only the issue-15 scale tables")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dispatch", action="store_true", help="only the dispatch overhead")
+    parser.add_argument("--large-dp", action="store_true", help="only 16,384 lognormal rows over DP 256")
     args = parser.parse_args()
+    if args.large_dp:
+        print(large_dp_table(args.repeats))
+        return
     if args.dispatch:
         print(dispatch_table(16384, 64, args.repeats))
         return

@@ -6,8 +6,9 @@ Every rank builds the same random HF weights (seeded, on its GPU), hands them to
 `rl.backends.megatron.backend.MegatronBackend` (the path the engine uses: HF -> megatron conversion,
 TP/EP sharding, Float16Module bf16, megatron DDP + optimizer), then times `--steps` train steps
 after `--warmup` steps of `--rows` rows x `--seq` tokens per data-parallel replica. FLOPs are the
-engine's formula (rl.models.flops.total_flops), MFU is against 790 TFLOP/s bf16 per GPU
-(measured on these H200s). `--check-hf` also compares megatron log-probs with the HF model's
+engine's formula (rl.models.flops.total_flops), MFU the engine's (rl.metrics.mfu: the named dense
+bf16 peak of the GPU's class, 989.5 TFLOP/s for an H200; results dated up to 2026-12-01 divided by
+the 790 measured on these H200s). `--check-hf` also compares megatron log-probs with the HF model's
 (fp32, before training). `bash bench/gpu.sh train|layouts` runs it (bench/README.md).
 """
 
@@ -22,7 +23,6 @@ import time
 import torch
 import torch.distributed as dist
 
-PEAK_TFLOPS = 790.0
 # model name -> (family, HF config fields); `--layers` picks all full attention or Qwen3.5's hybrid.
 MODELS: dict[str, tuple[str, dict]] = {
     "tiny": ("qwen3_5", {}),
@@ -146,6 +146,7 @@ def main() -> None:
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
     from rl.config import OptimizerConfig, ParallelConfig
+    from rl.metrics.mfu import device_class, mfu, theoretical_tflops
     from rl.models import token_logprobs
     from rl.models.flops import total_flops
 
@@ -230,7 +231,8 @@ def main() -> None:
                   tokens_per_s=round(tokens / step_s),
                   logprobs_s=round(logprobs_s, 4), logprobs_tokens_per_s=round(tokens / logprobs_s),
                   tflops_per_gpu=round(flops / step_s / world / 1e12, 1),
-                  mfu=round(flops / step_s / world / (PEAK_TFLOPS * 1e12), 4),
+                  mfu=round(mfu(flops, step_s, theoretical_tflops(device_class(torch.cuda.get_device_name()), world)),
+                            4),
                   train_peak_gib=round(torch.cuda.max_memory_allocated() / 2**30, 1),
                   num_layers=backend.hf_config.num_hidden_layers,
                   loss_first=round(losses[0], 5), loss_last=round(losses[-1], 5), hf_logprob_maxdiff=hf_diff)

@@ -7,12 +7,14 @@ our megatron backend (bench/megatron_gpu.py with compiled layers, what `policy.c
 in the same call, at the same micro-batch, 16 rows x 1024 tokens per data-parallel replica. Then
 each acceptance row is printed with its ratio and verdict:
 
-  dense_1b, 1 GPU        ours / anchor >= 1.0 and MFU >= 45%
+  dense_1b, 1 GPU        ours / anchor >= 1.0 and MFU >= 36%
   dense_1b, DP2          ours on 2 GPUs / ours on 1 >= 1.9            (needs 2 GPUs)
-  moe_1b, EP2            MFU >= 25%, 32 rows at micro-batch 32        (needs 2 GPUs)
+  moe_1b, EP2            MFU >= 20%, 32 rows at micro-batch 32        (needs 2 GPUs)
   hybrid layout, 1 GPU   hybrid / all attention, same micro-batch >= 0.8
 
-with each run's log-prob pass (GRPO's `get_logprobs`) tokens/s. A row whose runs failed or were
+with each run's log-prob pass (GRPO's `get_logprobs`) tokens/s. MFU is rl.metrics.mfu's (the
+named H200 peak, 989.5 TFLOP/s): issue 11 set 45% and 25% against the measured 790, the same
+TFLOP/s as 36% and 20% here. A row whose runs failed or were
 not run reads "no figure": never a pass. One JSON line per run goes to --out; the verdicts are
 the last line of stdout, as JSON.
 """
@@ -28,6 +30,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+MFU_DENSE, MFU_MOE = 0.36, 0.20  # issue 11's 45% and 25% of the measured 790 TFLOP/s, on the 989.5 peak
 ANCHOR = ROOT / "bench" / ".work" / "torch_train_anchor.py"
 
 
@@ -54,14 +57,15 @@ def verdicts(results: dict[str, dict]) -> list[dict]:
     dense, anchor = figure("dense", "tokens_per_s"), figure("anchor", "tokens_per_s")
     rows = []
     r, mfu = ratio(dense, anchor), figure("dense", "mfu")
-    rows.append({"row": "dense_1b, 1 GPU", "ratio": r, "mfu": mfu, "target": "ours / anchor >= 1.0, MFU >= 0.45",
-                 "ok": None if r is None or mfu is None else r >= 1.0 and mfu >= 0.45})
+    rows.append({"row": "dense_1b, 1 GPU", "ratio": r, "mfu": mfu,
+                 "target": f"ours / anchor >= 1.0, MFU >= {MFU_DENSE}",
+                 "ok": None if r is None or mfu is None else r >= 1.0 and mfu >= MFU_DENSE})
     r = ratio(figure("dense_dp2", "tokens_per_s"), dense)
     rows.append({"row": "dense_1b, DP2", "ratio": r, "mfu": figure("dense_dp2", "mfu"),
                  "target": "ours DP2 / ours 1 GPU >= 1.9", "ok": None if r is None else r >= 1.9})
     mfu = figure("moe_ep2", "mfu")
-    rows.append({"row": "moe_1b, EP2", "ratio": None, "mfu": mfu, "target": "MFU >= 0.25",
-                 "ok": None if mfu is None else mfu >= 0.25})
+    rows.append({"row": "moe_1b, EP2", "ratio": None, "mfu": mfu, "target": f"MFU >= {MFU_MOE}",
+                 "ok": None if mfu is None else mfu >= MFU_MOE})
     r = ratio(figure("hybrid", "tokens_per_s"), dense)
     rows.append({"row": "hybrid layout, 1 GPU", "ratio": r, "mfu": figure("hybrid", "mfu"),
                  "target": "hybrid / all attention >= 0.8", "ok": None if r is None else r >= 0.8})

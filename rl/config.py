@@ -148,6 +148,7 @@ class GenerationConfig:
     colocated: bool = True  # GPU runs: share rank 0's GPU (rl.placement)
     decode: str = "auto"  # rl.generation.static_decode: "graphs" on a GPU, else "eager"
     max_new_tokens: int = 8
+    ignore_eos: bool = False  # every completion runs to max_new_tokens (tasks in rl.envs EOS_FREE_TASKS only)
     temperature: float = 1.0
     env: dict[str, str] = field(default_factory=dict)  # the generation workers' only (RunConfig.worker_env)
 
@@ -488,7 +489,8 @@ TEACHER_FAMILIES = ("qwen3_5", "qwen3_5_moe", "llama")
 # What distillation does not read: it must stay at its default, or the recipe is refused.
 GRPO_ONLY = ("algorithm.baseline", "algorithm.normalize_rewards", "algorithm.dynamic_sampling",
              "algorithm.loss", "generation.backend", "generation.tp", "generation.colocated",
-             "generation.temperature", "generation.decode", "generation.env", "data.val_every_steps")
+             "generation.temperature", "generation.decode", "generation.env", "generation.ignore_eos",
+             "data.val_every_steps")
 
 
 def _validate_algorithm_sections(cfg: RunConfig) -> None:

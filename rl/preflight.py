@@ -190,6 +190,12 @@ def _generation_refusals(cfg: RunConfig) -> list[str]:
         resolve_decode(gen.decode, gpu=cfg.cluster.device != "cpu")
     except ValueError as error:
         return [_one_line(error)]
+    from rl.envs import EOS_FREE_TASKS
+
+    if gen.ignore_eos and cfg.task.name not in EOS_FREE_TASKS:
+        return [f"generation.ignore_eos: task {cfg.task.name!r} scores what a completion says before its end of "
+                f"sequence, so every row run to max_new_tokens would change its reward; tasks that do not read "
+                f"it: {sorted(EOS_FREE_TASKS)}"]
     return []
 
 

@@ -35,6 +35,7 @@ log = logging.getLogger("rl.run")
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_DEAD_WORKER, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 SHUTDOWN_GRACE_S = 15.0
+NO_TOKEN_ID = -1  # the eos id generation gets under generation.ignore_eos: no sampled token equals it
 
 
 class Interrupted(BaseException):
@@ -340,9 +341,11 @@ class Engine:
 
     def _generate_fn(self, gen: Any, tokenizer: Any) -> Any:
         cfg, cluster = self.cfg, self.cluster
+        # generation.ignore_eos: an id no token has, so no row ends before max_new_tokens
+        eos = NO_TOKEN_ID if cfg.generation.ignore_eos else tokenizer.eos_token_id
         gen_kwargs = {"max_new_tokens": cfg.generation.max_new_tokens,
                       "temperature": cfg.generation.temperature,
-                      "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
+                      "eos_token_id": eos, "pad_token_id": tokenizer.pad_token_id}
 
         def generate(prompt_ids: Any, *, seed: int, **kwargs: Any) -> dict:
             # kwargs: a vision task's image columns; `temperature` (validation samples greedily)

@@ -52,7 +52,7 @@ def import_metrics(recipe: Mapping, run_dir: Path) -> Path | None:
     engine = recipe.get("engine", "rl")
     if not isinstance(engine, Mapping):
         return None
-    source = run_dir / engine.get("metrics_path", ".")
+    source = run_dir / (engine.get("metrics_path") or ".")  # null (the schema's default): the run dir
     try:
         metrics = read_metrics(source, format=engine.get("metrics"))
     except MetricsError as error:

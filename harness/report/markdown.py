@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.checks.verdict import Verdict
 from harness.report.atomic import write_text_atomic
+from harness.report.phases import phase_rows
 from harness.report.plots import PlotSpec, draw_metric, plot_filename
 from harness.report.result_json import overall_ok
 
@@ -174,6 +175,11 @@ def write_report_md(
     out += (table(["metric", "last step", "final", "min", "max"], rows) if rows else ["No metrics recorded."]) + [""]
     if left_out:
         out += [f"({left_out} more metrics in metrics.jsonl)", ""]
+    phases = phase_rows(metrics)
+    if phases:
+        out += ["## Step phases", "", "Median seconds a step (step 1, with its compilation, left out when there "
+                "are more).", ""]
+        out += table(["phase", "median s", "share of step"], phases) + [""]
     out += ["## Plots", ""]
     out += plot_section(run_dir, recipe_name=name, verdicts=verdicts, specs=thresholds, metrics=metrics)
     return write_text_atomic(run_dir / "report.md", "\n".join(out).rstrip() + "\n")

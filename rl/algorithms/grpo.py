@@ -25,7 +25,10 @@ from rl.models.image_inputs import ImageLayout, encode_prompts
 __all__ = ["GRPODriver", "logprob_digest"]
 
 MAX_SAMPLING_ROUNDS = 4  # dynamic sampling gives up filling the batch after this many rounds
-TIMING_KEYS = ("total", "generation", "logprobs", "training", "refit")
+# The step's phases (`timing/train/<phase>`, seconds): they and `other` add up to `total`.
+# `data_plane` is the rows' way into, out of and off the store outside the phases' own calls.
+PHASES = ("generation", "old_logprobs", "ref_logprobs", "training", "refit", "data_plane")
+TIMING_KEYS = ("total", *PHASES, "other")
 
 
 def logprob_digest(logprobs: torch.Tensor, mask: torch.Tensor) -> float:
@@ -156,11 +159,14 @@ class GRPODriver:
             sample_mask = torch.ones_like(ro.rewards)
             if alg.overlong_filtering:
                 sample_mask = (~ro.truncated).to(torch.float32)
-            handle = self.store.put_rollout(step=step, uids=ro.uids, columns=ro.columns,
-                                            lengths=ro.lengths.tolist())
-            with timer.time("logprobs"):
+            with timer.time("data_plane"):
+                handle = self.store.put_rollout(step=step, uids=ro.uids, columns=ro.columns,
+                                                lengths=ro.lengths.tolist())
+            with timer.time("old_logprobs"):
                 handle = self.store.logprobs(handle, self.policy, reference=False)
+            with timer.time("ref_logprobs"):
                 handle = self.store.logprobs(handle, self.policy, reference=True)
+            with timer.time("data_plane"):
                 lp = self.store.read(handle, ("prev_logprobs", "ref_logprobs", "gen_logprobs", "response_mask"))
             token_mask = lp["response_mask"].to(torch.float32) * sample_mask[:, None]
             num_tokens = int(token_mask.sum().item())
@@ -168,7 +174,8 @@ class GRPODriver:
                 train = self.store.train(handle, self.policy, advantages=advantages,
                                          sample_mask=sample_mask, num_tokens=num_tokens,
                                          loss_cfg=self.loss_cfg, step=step)
-            self.store.finish(handle)
+            with timer.time("data_plane"):
+                self.store.finish(handle)
             with timer.time("refit"):
                 self._refit(step)
         seconds = timer.metrics()
@@ -201,8 +208,7 @@ class GRPODriver:
             "num_ranks": train["num_ranks"],
             "theoretical_tflops": train["theoretical_tflops"],
         }
-        for key in TIMING_KEYS:
-            out[f"timing/train/{key}"] = seconds.get(f"timing/train/{key}", 0.0)
+        out.update(phase_seconds(seconds))
         out.update(performance_metrics(
             tokens=int(ro.lengths.sum()), total_flops=out["total_flops"], theoretical_tflops=out["theoretical_tflops"],
             num_ranks=out["num_ranks"], step_seconds=out["timing/train/total"],
@@ -211,6 +217,15 @@ class GRPODriver:
         if "peak_memory_gib" in train:  # GPU runs: the largest of any rank's peak
             out["performance/peak_memory_gib"] = train["peak_memory_gib"]
         return out
+
+
+def phase_seconds(seconds: dict[str, float]) -> dict[str, float]:
+    """Every `timing/train/*` key of TIMING_KEYS from the step timer's seconds: the phases (0.0
+    where one did not run) and `other`, the rest of `total` (advantages, host work between the
+    phases)."""
+    get = {key: seconds.get(f"timing/train/{key}", 0.0) for key in ("total", *PHASES)}
+    get["other"] = max(get["total"] - sum(get[k] for k in PHASES), 0.0)
+    return {f"timing/train/{key}": get[key] for key in TIMING_KEYS}
 
 
 def _masked_k3_mean(logp: torch.Tensor, logq: torch.Tensor, mask: torch.Tensor) -> float:

@@ -5,16 +5,18 @@ the step takes as long as the rank with the most tokens. The reference sorts by 
 strides (`order[r::dp]`), which hands rank 0 the largest row of every round, so its excess
 over the lightest rank grows with the number of rounds. Here:
 
-1. Round greedy: sort rows by length, descending, and cut them into rounds of `dp` rows. In
-   each round the longest row goes to the currently lightest rank, the next to the next
-   lightest, and so on. Each rank gets exactly one row per round. One stable argsort of the
-   `dp` loads per round: O(n log dp) in numpy.
-2. Swap refinement, bounded: take the heaviest rank H and the lighter ranks, lightest first;
+1. Two starts: the round greedy (sort rows by length, descending, cut them into rounds of `dp`
+   rows; in each round the longest row goes to the currently lightest rank, the next to the next
+   lightest, and so on: O(n log dp)) and the balanced differencing method (Karmarkar-Karp over
+   the rounds: `_differencing_table`); the better one goes on.
+2. Paired swap rounds (`_paired_swaps`): the i-th heaviest rank and the i-th lightest swap the
+   row pair whose gain is closest to half their gap, every pair at once.
+3. Single swaps, bounded: take the heaviest rank H and the lighter ranks, lightest first;
    with the first R that has a row pair of gain 0 < delta < L_H - L_R, swap the pair whose
    delta is closest to (L_H - L_R) / 2 (one searchsorted over R's sorted rows). Swaps keep
    row counts, never raise the maximum, and strictly lower the sum of squared loads; at most
    `max_swaps` of them (default `dp`) and 2 pair searches per allowed swap, in all.
-3. Sort+stride is costed too (O(n)); only when its maximum is lower is it refined and the
+4. Sort+stride is costed too (O(n)); only when its maximum is lower is it improved and the
    better of the two (lower max, then lower spread) returned, so we are never worse than it.
 
 Bound (proved in docs/data-plane.md): with S the largest within-round length spread
@@ -22,13 +24,15 @@ Bound (proved in docs/data-plane.md): with S the largest within-round length spr
 greedy has max - min rank tokens <= S, so the returned assignment has
 max rank tokens <= mean + (dp - 1) / dp * S, and max rank tokens <= sort+stride's.
 
-Measured (bench/bench_shard_balance.py, docs/benchmarks.md): 16,384 rows over DP 256 on
-lognormal lengths in about 33 ms on the 2-core dev box; the previous sharder took 12.7 s.
+Measured (bench/bench_shard_balance.py --large-dp, docs/benchmarks.md): 16,384 rows of lognormal
+lengths (mu 6.3, sigma 1.0) over DP 256 at max/mean 1.00001 in 25-40 ms of CPU on the loaded
+2-core dev box (steps 1 and 3 alone: 1.0025); the sharder before those took 12.7 s.
 Integer arithmetic, stable sorts and first-index tie-breaks: the result is deterministic.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from itertools import chain
 
@@ -74,6 +78,32 @@ def _greedy_table(lengths: np.ndarray, dp: int) -> np.ndarray:
     return table
 
 
+def _differencing_table(lengths: np.ndarray, dp: int) -> np.ndarray:
+    """`[dp, n/dp]` row table of the balanced largest differencing method (Karmarkar-Karp).
+
+    Each round of `dp` sorted rows is a partial assignment (one row a rank); the two partial
+    assignments with the largest spread (max - min load) merge, the heaviest rank of one taking
+    the lightest of the other, until one is left. Why: the round greedy cannot undo its first
+    rounds when rows are few and heavy-tailed (8,192 lognormal rows, mu 4, over DP 256 left it
+    at max/mean 1.72; differencing: 1.0). A merge's spread is at most the larger of the two
+    spreads (pair a descending with b ascending), so Lemma 1's bound holds here too.
+    """
+    rounds = _sorted_desc(lengths).reshape(-1, dp)
+    heap = []
+    for k, block in enumerate(rounds):
+        loads = lengths[block]
+        heapq.heappush(heap, (-int(loads.max() - loads.min()), k, loads, block[:, None]))
+    count = len(heap)
+    while len(heap) > 1:
+        _, _, loads_a, rows_a = heapq.heappop(heap)
+        _, _, loads_b, rows_b = heapq.heappop(heap)
+        a, b = np.argsort(-loads_a, kind="stable"), np.argsort(loads_b, kind="stable")
+        loads = loads_a[a] + loads_b[b]
+        heapq.heappush(heap, (-int(loads.max() - loads.min()), count, loads, np.hstack([rows_a[a], rows_b[b]])))
+        count += 1
+    return heap[0][3]
+
+
 SCAN_PER_SWAP = 2  # pair searches per allowed swap, in all: bounds refinement at O(n log m)
 _NO_SWAP = np.iinfo(np.int64).max
 
@@ -98,6 +128,61 @@ def _best_swap(a: np.ndarray, b: np.ndarray, gap: int) -> tuple[int, int, int] |
         return None
     side, i = divmod(best, len(a))
     return int(delta[side, i]), i, int(by_len[ks[side, i]])
+
+
+PAIRED_ROUNDS = 16  # rounds of simultaneous swaps between the heaviest and lightest ranks, at most
+
+
+def _paired_swaps(table: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Rounds of improving swaps between disjoint rank pairs, all pairs at once; a new table.
+
+    Each round pairs the i-th heaviest rank with the i-th lightest and makes in every pair the
+    swap `_best_swap` would (0 < delta < gap, delta closest to gap / 2), vectorised over the
+    pairs: one round costs about what one single swap of `_refine_table` costs, so the many ranks
+    just above the mean fall together. Why: one swap at a time out of the heaviest rank left
+    16,384 lognormal rows over DP 256 at max/mean 1.0025 after its dp swaps. Every swap keeps
+    both loads strictly inside the pair's old [light, heavy] (Lemma 2), so the bound holds.
+    """
+    table = table.copy()
+    dp, m = table.shape
+    half = dp // 2
+    if half == 0 or m == 0:
+        return table
+    rows = np.arange(half)[:, None]
+    # Row offsets keep each pair's candidates apart in one flat searchsorted (2x: integers only).
+    span = 4 * (int(lengths.max(initial=0)) + 1)
+    offset = rows * span
+    previous_max = None
+    for _ in range(PAIRED_ROUNDS):
+        loads = lengths[table].sum(axis=1)
+        if previous_max is not None and loads.max() >= previous_max:
+            break  # a round that no longer lowers the maximum: the single swaps take over
+        previous_max = loads.max()
+        order = np.argsort(loads, kind="stable")
+        light, heavy = order[:half], order[::-1][:half]
+        gap = loads[heavy] - loads[light]
+        if not (gap > 1).any():
+            break
+        a = lengths[table[heavy]]
+        by_len = np.argsort(lengths[table[light]], axis=1, kind="stable")
+        values = np.take_along_axis(lengths[table[light]], by_len, axis=1)
+        pos = np.searchsorted((2 * values + offset).ravel(), (2 * a - gap[:, None] + offset).ravel())
+        pos = pos.reshape(half, m) - rows * m
+        ks = np.stack([np.maximum(pos - 1, 0), np.minimum(pos, m - 1)])  # [2, half, m]
+        delta = a[None] - np.take_along_axis(np.broadcast_to(values, (2, half, m)), ks, axis=2)
+        score = np.where((delta > 0) & (delta < gap[None, :, None]), np.abs(gap[None, :, None] - 2 * delta),
+                         _NO_SWAP)
+        flat = score.transpose(1, 0, 2).reshape(half, 2 * m)
+        best = np.argmin(flat, axis=1)
+        ok = flat[np.arange(half), best] != _NO_SWAP
+        if not ok.any():
+            break
+        side, i = np.divmod(best[ok], m)
+        p = np.flatnonzero(ok)
+        j = by_len[p, ks[side, p, i]]
+        h, r = heavy[p], light[p]
+        table[h, i], table[r, j] = table[r, j], table[h, i].copy()
+    return table
 
 
 def _lighter_ranks(loads: np.ndarray, h: int) -> list[int]:
@@ -136,6 +221,13 @@ def _refine_table(table: np.ndarray, lengths: np.ndarray, max_swaps: int) -> np.
         loads[h] -= delta
         loads[r] += delta
     return table
+
+
+def _improve(table: np.ndarray, lengths: np.ndarray, max_swaps: int) -> np.ndarray:
+    """Step 2: the paired rounds, then single swaps out of the heaviest rank; a budget of 0: neither."""
+    if max_swaps <= 0:
+        return table
+    return _refine_table(_paired_swaps(table, lengths), lengths, max_swaps)
 
 
 def _quality(table: np.ndarray, lengths: np.ndarray) -> tuple[int, int]:
@@ -180,10 +272,11 @@ def assign_balanced(
         return [[] for _ in range(dp)]
     arr = _as_array(lengths)
     budget = dp if max_swaps is None else max_swaps
-    best = _refine_table(_greedy_table(arr, dp), arr, budget)
+    start = min((_greedy_table(arr, dp), _differencing_table(arr, dp)), key=lambda t: _quality(t, arr))
+    best = _improve(start, arr, budget)
     stride = _stride_table(arr, dp)
     if _quality(stride, arr)[0] < _quality(best, arr)[0]:
-        stride = _refine_table(stride, arr, budget)
+        stride = _improve(stride, arr, budget)
         best = min((best, stride), key=lambda t: _quality(t, arr))
     return np.sort(best, axis=1).tolist()
 

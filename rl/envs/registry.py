@@ -49,15 +49,21 @@ class Env(Protocol):
 
 EnvFactory = Callable[[dict], Env]
 ENVS: dict[str, EnvFactory] = {}
+# Tasks whose score does not read where a completion ends, so `generation.ignore_eos` (every
+# completion runs to max_new_tokens) leaves their reward meaningful; every other task refuses it.
+EOS_FREE_TASKS: set[str] = set()
 
 
-def register_env(name: str) -> Callable[[EnvFactory], EnvFactory]:
-    """Decorator registering `factory(params) -> Env` under `name`."""
+def register_env(name: str, *, reads_eos: bool = True) -> Callable[[EnvFactory], EnvFactory]:
+    """Decorator registering `factory(params) -> Env` under `name`; `reads_eos=False` for a task
+    whose score ignores the end of sequence (see EOS_FREE_TASKS)."""
 
     def deco(factory: EnvFactory) -> EnvFactory:
         if name in ENVS:
             raise ValueError(f"task {name!r} is already registered (by {ENVS[name]!r})")
         ENVS[name] = factory
+        if not reads_eos:
+            EOS_FREE_TASKS.add(name)
         return factory
 
     return deco

@@ -4,7 +4,10 @@
 `(total_flops / train_seconds) / (theoretical_tflops * 1e12)`.
 
 Peaks are dense BF16 tensor-core figures from the vendors' data sheets (no sparsity):
-H100 and H200 SXM 989.5 TFLOP/s, A100 312 TFLOP/s.
+H100 and H200 SXM 989.5 TFLOP/s, A100 312 TFLOP/s. One named peak per device class, for the
+engine and every bench (`device_class` names a CUDA device's class): a matrix product of random
+bf16 data reached about 790 TFLOP/s on our H200s, so a measured MFU near 0.8 is the practical top.
+bench/megatron_gpu.py's MFU in results dated up to 2026-12-01 divided by that measured 790 instead.
 
 `cpu` is a NOMINAL 0.1 TFLOP/s (100 GFLOP/s) per rank, not a measurement: roughly an fp32 GEMM
 on a few AVX2/AVX-512 cores. CPU ranks of our tiny twins share cores, so a measured peak would
@@ -14,7 +17,7 @@ class. Read CPU MFU as a relative number, never as a utilisation of the silicon.
 
 from __future__ import annotations
 
-__all__ = ["PEAK_TFLOPS", "mfu", "performance_metrics", "theoretical_tflops"]
+__all__ = ["PEAK_TFLOPS", "device_class", "mfu", "performance_metrics", "theoretical_tflops"]
 
 PEAK_TFLOPS: dict[str, float] = {
     "h100": 989.5,
@@ -22,6 +25,19 @@ PEAK_TFLOPS: dict[str, float] = {
     "a100": 312.0,
     "cpu": 0.1,
 }
+
+
+def device_class(device_name: str) -> str:
+    """The PEAK_TFLOPS key of a device as torch names it ("NVIDIA H200" -> "h200", "cpu" -> "cpu").
+
+    Raises:
+        ValueError: a device of no known class (the message lists the known ones).
+    """
+    name = device_name.lower()
+    matches = [key for key in PEAK_TFLOPS if key in name.replace("-", " ").split() or key == name]
+    if len(matches) != 1:
+        raise ValueError(f"no peak TFLOP/s for device {device_name!r}; known classes: {sorted(PEAK_TFLOPS)}")
+    return matches[0]
 
 
 def theoretical_tflops(device: str, num_ranks: int) -> float:

@@ -11,11 +11,15 @@ SPEC = importlib.util.spec_from_file_location("throughput", SCRIPT)
 throughput = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(throughput)
 
+# The MFU figures below were recorded against the measured 790 TFLOP/s; rl.metrics.mfu's named H200
+# peak, which bench/megatron_gpu.py now divides by, is 989.5.
+ON_NAMED_PEAK = 790 / 989.5
+
 # One H200, 2026-12-01 at f1341d2 (bench/results/train.jsonl): the anchor at micro-batch 4, our all
 # attention and hybrid at micro-batch 16.
-MBS16 = {"anchor": {"tokens_per_s": 64844, "mfu": 0.4321},
-          "dense": {"tokens_per_s": 69596, "mfu": 0.4638, "logprobs_tokens_per_s": 176082},
-          "hybrid": {"tokens_per_s": 66236, "mfu": 0.4319, "logprobs_tokens_per_s": 224645}}
+MBS16 = {"anchor": {"tokens_per_s": 64844, "mfu": 0.4321 * ON_NAMED_PEAK},
+          "dense": {"tokens_per_s": 69596, "mfu": 0.4638 * ON_NAMED_PEAK, "logprobs_tokens_per_s": 176082},
+          "hybrid": {"tokens_per_s": 66236, "mfu": 0.4319 * ON_NAMED_PEAK, "logprobs_tokens_per_s": 224645}}
 
 
 def by_row(results: dict) -> dict[str, dict]:
@@ -31,11 +35,12 @@ def test_the_micro_batch_16_runs_pass_the_one_gpu_rows_and_has_no_figure_for_the
 
 
 def test_each_target_fails_below_its_bound() -> None:
-    slow = {"anchor": {"tokens_per_s": 64844}, "dense": {"tokens_per_s": 66510, "mfu": 0.4432},
-            "hybrid": {"tokens_per_s": 37759, "mfu": 0.2462}, "dense_dp2": {"tokens_per_s": 120000, "mfu": 0.4},
-            "moe_ep2": {"tokens_per_s": 76787, "mfu": 0.072}}
+    slow = {"anchor": {"tokens_per_s": 64844}, "dense": {"tokens_per_s": 66510, "mfu": 0.4432 * ON_NAMED_PEAK},
+            "hybrid": {"tokens_per_s": 37759, "mfu": 0.2462 * ON_NAMED_PEAK},
+            "dense_dp2": {"tokens_per_s": 120000, "mfu": 0.4 * ON_NAMED_PEAK},
+            "moe_ep2": {"tokens_per_s": 76787, "mfu": 0.072 * ON_NAMED_PEAK}}
     rows = by_row(slow)
-    assert rows["dense_1b, 1 GPU"]["ok"] is False  # 1.026x the anchor, but MFU 44.3% < 45%
+    assert rows["dense_1b, 1 GPU"]["ok"] is False  # 1.026x the anchor, but MFU 35.4% < 36%
     assert rows["hybrid layout, 1 GPU"]["ok"] is False  # 0.568x
     assert rows["dense_1b, DP2"]["ratio"] == 1.804 and rows["dense_1b, DP2"]["ok"] is False
     assert rows["moe_1b, EP2"]["ok"] is False

@@ -128,3 +128,13 @@ def test_the_log_prob_pass_is_sized_by_its_own_micro_batch():
     with pytest.raises(PlanError) as info:
         make_plan(recipe(policy__logprob_batch_size=64))
     assert "the log-prob pass's activations" in str(info.value) and "policy.logprob_batch_size" in str(info.value)
+
+
+def test_an_external_engine_over_our_memory_model_plans_with_a_warning():
+    """The memory estimate is our engine's; an external engine (TRL) keeps its own."""
+    over = {"policy__distributed_optimizer": False, "policy__precision": "fp32",
+            "policy__parallel": {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": False}}
+    plan = make_plan(recipe(**over, engine={"command": ["peer"], "metrics": "jsonl"}))
+    assert any("not checked for an external engine" in w for w in plan.warnings)
+    with pytest.raises(PlanError, match="exceeds its"):
+        make_plan(recipe(**over))

@@ -109,3 +109,18 @@ def test_cell_formatting():
     assert [cell(v) for v in (None, True, 0.123456789, float("nan"), "a|b\nc", [1, 2])] == [
         "", "yes", "0.123457", "nan", "a\\|b<br>c", "[1, 2]"
     ]  # fmt: skip
+
+
+def test_report_shows_the_step_phases_leaving_out_step_one(tmp_path):
+    from harness.report.phases import phase_rows
+
+    metrics = {"timing/train/total": {1: 60.0, 2: 10.0, 3: 12.0, 4: 10.0},
+               "timing/train/generation": {1: 50.0, 2: 6.0, 3: 7.0, 4: 6.0},
+               "timing/train/training": {1: 10.0, 2: 4.0, 3: 5.0, 4: 4.0},
+               "train/loss": {1: 0.1, 2: 0.1, 3: 0.1, 4: 0.1}}
+    assert phase_rows(metrics) == [["generation", 6.0, "60.0%"], ["training", 4.0, "40.0%"],
+                                   ["total", 10.0, "100.0%"]]
+    assert phase_rows({"train/loss": {1: 0.1}}) == []
+    path = write_report_md(tmp_path, recipe={"name": "r"}, plan=None, status={}, verdicts=[], metrics=metrics)
+    text = path.read_text()
+    assert "## Step phases" in text and "| generation | 6 | 60.0% |" in text

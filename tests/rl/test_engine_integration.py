@@ -109,11 +109,15 @@ def test_short_run_writes_every_file(baseline: Path) -> None:
     for key in ("train/reward", "train/loss", "train/grad_norm", "train/lr", "train/token_mult_prob_error",
                 "train/gen_kl_error", "train/kl_penalty", "train/clip_fraction",
                 "train/num_valid_samples", "train/mean_response_length", "train/logprob_digest",
-                "timing/train/total", "timing/train/generation", "timing/train/logprobs",
+                "timing/train/total", "timing/train/generation", "timing/train/old_logprobs",
                 "timing/train/training", "timing/train/refit", "performance/tokens_per_sec_per_gpu",
                 "performance/mfu", "total_flops", "num_ranks", "theoretical_tflops"):
         assert all(key in r for r in rows), key
     assert rows[0]["num_ranks"] == 2 and rows[0]["train/num_valid_samples"] == 16
+    phases = ("generation", "old_logprobs", "ref_logprobs", "training", "refit", "data_plane", "other")
+    for r in rows:  # the per-phase breakdown adds up to the step
+        assert sum(r[f"timing/train/{p}"] for p in phases) == pytest.approx(r["timing/train/total"], rel=1e-9)
+        assert min(r[f"timing/train/{p}"] for p in phases[:-1]) > 0
     lr = yaml.safe_load(RECIPE.read_text())["policy"]["optimizer"]["lr"]
     warmup = [WARMUP_INIT_LR + (lr - WARMUP_INIT_LR) * done / STEPS for done in range(STEPS)]
     assert [r["train/lr"] for r in rows] == pytest.approx(warmup, rel=1e-12)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from rl.data import DataIntegrityError, KVBatchMeta, shard_keys_by_seqlen
@@ -160,3 +161,32 @@ def test_an_assignment_that_is_not_a_partition_is_refused(monkeypatch: pytest.Mo
         monkeypatch.setattr(sharding, "assign_balanced", lambda lengths, dp, b=broken: b)
         with pytest.raises(DataIntegrityError, match="4 rows over dp=2 is not a partition"):
             shard_keys_by_seqlen(meta, 2)
+
+
+@st.composite
+def lognormal_batches(draw: st.DrawFn) -> tuple[list[int], int]:
+    """Response lengths as RL batches have them: lognormal, capped at 16,384 tokens, 16 to 64
+    rows a rank over DP 2 to 256 (the acceptance case: mu 6.3, sigma 1.0, 64 rows over DP 256)."""
+    dp = draw(st.sampled_from([2, 8, 64, 256]))
+    per_rank = draw(st.sampled_from([16, 32, 64]))
+    mu = draw(st.floats(4.0, 7.5))
+    sigma = draw(st.floats(0.5, 1.5))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    lengths = np.minimum(rng.lognormal(mu, sigma, dp * per_rank).astype(np.int64), 16_384).clip(1)
+    return lengths.tolist(), dp
+
+
+@settings(max_examples=40, deadline=None)
+@given(lognormal_batches())
+def test_max_load_within_a_thousandth_of_the_lower_bound(batch: tuple[list[int], int]) -> None:
+    """max rank load <= 1.001 x max(mean, longest row) wherever a rank's mean load holds the
+    longest row together with its share of rows: the rank that takes the longest row takes
+    per_rank - 1 more, so longest + the per_rank - 1 shortest others is the longest row's own
+    bound (a longest row just under the mean with 31 rows of 3 tokens beside it cannot fit)."""
+    lengths, dp = batch
+    per_rank = len(lengths) // dp
+    mean = sum(lengths) / dp
+    ordered = sorted(lengths)
+    assume(ordered[-1] + sum(ordered[: per_rank - 1]) <= mean)
+    loads = _loads(assign_balanced(lengths, dp), lengths)
+    assert max(loads) <= 1.001 * max(mean, ordered[-1])

@@ -1,0 +1,76 @@
+"""peers/trl_grpo.py: what it refuses before it starts, and bench/e2e_ratio.py's fail-closed reading."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+
+import yaml
+
+from rl.config import parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+peer = _load("trl_grpo", ROOT / "peers" / "trl_grpo.py")
+ratio = _load("e2e_ratio", ROOT / "bench" / "e2e_ratio.py")
+
+
+def _perf_recipe() -> dict:
+    data = yaml.safe_load((ROOT / "recipes" / "perf_grpo_dense_1b.yaml").read_text())
+    data.pop("tiny")
+    return data
+
+
+def test_the_perf_recipe_maps_to_trl_without_a_refusal() -> None:
+    assert peer.refusals(parse_config(_perf_recipe())) == []
+
+
+def test_what_trl_cannot_do_as_our_engine_does_is_refused_by_key() -> None:
+    data = copy.deepcopy(_perf_recipe())
+    data["algorithm"]["baseline"] = "leave_one_out"
+    data["algorithm"]["loss"]["is_correction"] = True
+    data["cluster"]["devices_per_node"] = 2
+    lines = peer.refusals(parse_config(data))
+    assert [line.split(":")[0] for line in lines] == ["cluster", "algorithm.baseline", "algorithm.loss.is_correction"]
+
+
+def test_a_refused_recipe_exits_2_with_status_saying_why(tmp_path: Path) -> None:
+    data = _perf_recipe()
+    data["algorithm"]["warm_start"] = {"steps": 5}
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(data))
+    assert peer.main([str(recipe), "--out", str(tmp_path / "run")]) == 2
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "failed" and status["exit_code"] == 2
+    assert "algorithm.warm_start.steps: the TRL peer runs no warm start" in status["error"]
+
+
+def _write_run(path: Path, steps: list[int], tokens: float) -> Path:
+    path.mkdir()
+    rows = [{"step": s, "performance/tokens_per_sec_per_gpu": tokens, "timing/train/total": 2.0,
+             "timing/train/generation": 1.5, "timing/train/training": 0.5} for s in steps]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_ratio_of_the_steady_steps(tmp_path: Path, capsys) -> None:
+    ours, trl = _write_run(tmp_path / "ours", [1, 2, 3, 4], 300.0), _write_run(tmp_path / "trl", [1, 2, 3, 4], 100.0)
+    assert ratio.main([str(ours), str(trl), "--warmup", "2", "--json", str(tmp_path / "r.json")]) == 0
+    assert "ratio 3.00x" in capsys.readouterr().out
+    assert json.loads((tmp_path / "r.json").read_text())["ratio"] == 3.0
+
+
+def test_a_run_missing_a_step_after_warm_up_is_no_figure(tmp_path: Path, capsys) -> None:
+    ours, trl = _write_run(tmp_path / "ours", [1, 2, 3, 5], 300.0), _write_run(tmp_path / "trl", [1, 2], 100.0)
+    assert ratio.main([str(ours), str(trl), "--warmup", "2"]) == 2
+    assert "need every step after the 2 warm-up" in capsys.readouterr().err
