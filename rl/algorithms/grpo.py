@@ -20,6 +20,7 @@ from rl.config import RunConfig
 from rl.generation import Generation, decode_responses, row_seeds
 from rl.metrics import Timer
 from rl.metrics.mfu import performance_metrics
+from rl.metrics.padding import padding_fractions
 from rl.models.image_inputs import ImageLayout, encode_prompts
 
 __all__ = ["GRPODriver", "logprob_digest"]
@@ -194,6 +195,7 @@ class GRPODriver:
             "train/num_tokens": int(train["num_tokens"]),
             "train/mean_response_length": float(response_lengths.mean()),
             "train/truncated_fraction": float(ro.truncated.float().mean()),
+            **padding_fractions(ro.lengths, response_lengths),
             "train/logprob_digest": logprob_digest(lp["prev_logprobs"], mask),
             "total_flops": train["total_flops"],
             "num_ranks": train["num_ranks"],
