@@ -114,7 +114,7 @@ def main() -> None:
     p.add_argument("--out", default=None)
     args = p.parse_args()
 
-    from rl.generation import generate
+    from rl.generation import generate, row_seeds
     from rl.generation.static_decode import StaticDecoder
     from rl.models import build_model
 
@@ -125,14 +125,15 @@ def main() -> None:
     if args.model == "vlm_twin":
         prompt, images = image_prompts(model, prompt.clamp(max=first_special(model) - 1), args.image)
     mask = torch.ones_like(prompt)
+    seeds = row_seeds(1, args.batch)
     ours = dict(max_new_tokens=args.new, temperature=1.0, eos_token_id=-1, pad_token_id=0, **images)
     hf = dict(attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=args.new,
               eos_token_id=None, pad_token_id=0, **hf_image_kwargs(model, prompt, images))
     graphs, static = StaticDecoder(model, use_graphs=True), StaticDecoder(model, use_graphs=False)
     runs = {
-        "ours_graphs": lambda: graphs.generate(prompt, seed=1, **ours),
-        "ours_static": lambda: static.generate(prompt, seed=1, **ours),
-        "ours_eager": lambda: generate(model, prompt, generator=torch.Generator("cuda").manual_seed(1), **ours),
+        "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
+        "ours_static": lambda: static.generate(prompt, seeds=seeds, **ours),
+        "ours_eager": lambda: generate(model, prompt, seeds=seeds, **ours),
         "hf_static": lambda: model.generate(prompt, cache_implementation="static", **hf),
         "hf_dynamic": lambda: model.generate(prompt, **hf),
     }

@@ -347,9 +347,9 @@ class Engine:
                       "temperature": cfg.generation.temperature,
                       "eos_token_id": eos, "pad_token_id": tokenizer.pad_token_id}
 
-        def generate(prompt_ids: Any, *, seed: int, **kwargs: Any) -> dict:
-            # kwargs: a vision task's image columns; `temperature` (validation samples greedily)
-            return cluster.call([gen], "generate", [(prompt_ids,)], seed=seed, timeout_s=cfg.limits.worker_timeout_s,
+        def generate(prompt_ids: Any, **kwargs: Any) -> dict:
+            # kwargs: seeds, prompt_lengths, a vision task's image columns; `temperature` (validation is greedy)
+            return cluster.call([gen], "generate", [(prompt_ids,)], timeout_s=cfg.limits.worker_timeout_s,
                                 **{**gen_kwargs, **kwargs})[0]
 
         return generate

@@ -42,7 +42,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.config import WarmStartConfig
 from rl.envs.registry import Env, Problem
-from rl.generation import decode_responses, generate
+from rl.generation import decode_responses, generate, row_seeds
 from rl.models.image_inputs import ImageLayout, encode_prompts, prompt_rows
 from rl.models.logprobs import token_logprobs
 
@@ -217,9 +217,9 @@ def evaluate_accuracy(
     problems = env.sample(num_problems, seed=seed, step=step)
     prompts = encode_prompts(tokenizer, problems, ImageLayout.of(model))
     gen = generate(
-        model, prompts.input_ids, max_new_tokens=max_new_tokens, temperature=temperature,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        generator=torch.Generator().manual_seed(seed), **prompts.columns(),
+        model, prompts.input_ids, prompt_lengths=prompts.lengths, max_new_tokens=max_new_tokens,
+        temperature=temperature, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        seeds=row_seeds(seed, len(problems)), **prompts.columns(),
     )
     texts = decode_responses(tokenizer, gen)
     return sum(env.score(p, t) for p, t in zip(problems, texts)) / len(problems)

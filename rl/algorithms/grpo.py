@@ -17,9 +17,10 @@ import torch
 
 from rl.algorithms.advantages import dynamic_sampling_keep, grpo_advantages
 from rl.config import RunConfig
-from rl.generation import Generation, decode_responses
+from rl.generation import Generation, decode_responses, row_seeds
 from rl.metrics import Timer
 from rl.metrics.mfu import performance_metrics
+from rl.metrics.padding import padding_fractions
 from rl.models.image_inputs import ImageLayout, encode_prompts
 
 __all__ = ["GRPODriver", "logprob_digest"]
@@ -61,8 +62,8 @@ class GRPODriver:
     Args:
         cfg: the run config.
         policy: driver-side policy group (`get_logprobs`, `train`, `dp_size`).
-        generate: `prompt_ids, seed, **images -> dict of Generation fields` (the generation
-            worker call; `images` are the row-aligned image columns of a vision task).
+        generate: `prompt_ids, seeds, prompt_lengths, **images -> dict of Generation fields` (the
+            generation worker call; `images` are the row-aligned image columns of a vision task).
         refit: `version -> seconds spent loading weights into the generator`.
         tokenizer, env: the recipe's tokenizer and task.
         store: the data path (legacy or TQ).
@@ -95,11 +96,10 @@ class GRPODriver:
         problems = self.env.sample(self.alg.prompts_per_step, seed=self.alg.seed, step=cursor)
         prompts = encode_prompts(self.tokenizer, problems, self.layout)
         images = {k: v.repeat_interleave(G, dim=0) for k, v in prompts.columns().items()}
-        out = self._generate(prompts.input_ids.repeat_interleave(G, dim=0),
-                             seed=self.alg.seed * 1_000_003 + cursor, **images)
-        gen = Generation(**{k: out[k] for k in ("input_ids", "attention_mask", "response_mask",
-                                                 "gen_logprobs", "lengths", "truncated")},
-                         prompt_length=int(out["prompt_length"]))
+        ids = prompts.input_ids.repeat_interleave(G, dim=0)
+        out = self._generate(ids, seeds=row_seeds(self.alg.seed * 1_000_003 + cursor, len(ids)),
+                             prompt_lengths=prompts.lengths.repeat_interleave(G), **images)
+        gen = Generation.of(out)
         texts = decode_responses(self.tokenizer, gen)
         rewards = torch.tensor([self.env.score(problems[i // G], text) for i, text in enumerate(texts)],
                                dtype=torch.float32)
@@ -137,10 +137,9 @@ class GRPODriver:
         dataset task's validation split), with the weights the generator holds after `step`."""
         problems = self.env.validation_problems()
         prompts = encode_prompts(self.tokenizer, problems, self.layout)
-        out = self._generate(prompts.input_ids, seed=self.alg.seed, temperature=0.0, **prompts.columns())
-        gen = Generation(**{k: out[k] for k in ("input_ids", "attention_mask", "response_mask",
-                                                 "gen_logprobs", "lengths", "truncated")},
-                         prompt_length=int(out["prompt_length"]))
+        out = self._generate(prompts.input_ids, seeds=row_seeds(self.alg.seed, len(problems)),
+                             prompt_lengths=prompts.lengths, temperature=0.0, **prompts.columns())
+        gen = Generation.of(out)
         texts = decode_responses(self.tokenizer, gen)
         rewards = [self.env.score(p, t) for p, t in zip(problems, texts)]
         return {"val/accuracy": sum(rewards) / len(rewards), "val/num_samples": len(rewards)}
@@ -203,6 +202,7 @@ class GRPODriver:
             "train/num_tokens": int(train["num_tokens"]),
             "train/mean_response_length": float(response_lengths.mean()),
             "train/truncated_fraction": float(ro.truncated.float().mean()),
+            **padding_fractions(ro.lengths, response_lengths),
             "train/logprob_digest": logprob_digest(lp["prev_logprobs"], mask),
             "total_flops": train["total_flops"],
             "num_ranks": train["num_ranks"],

@@ -2,8 +2,8 @@
 
 Operands are zero-padded to a fixed width, so with a one-token-per-character tokenizer every
 prompt of a task has the same token length and a batch of prompts needs no padding (the sampler
-relies on that). Subtraction orders its operands (larger first), so answers are always
-non-negative digit strings.
+takes prompts of any lengths, but an unpadded batch costs no padded slots). Subtraction orders
+its operands (larger first), so answers are always non-negative digit strings.
 """
 
 from __future__ import annotations

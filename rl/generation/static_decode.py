@@ -12,15 +12,18 @@ arithmetic that eager runs as many small kernels; its own graphs are off, ours c
 compiled kernels together with the draw). The prompt's forward stays eager (its length varies).
 
 The same iteration runs uncaptured on the CPU (`use_graphs=False`), which is how CPU tests prove
-it produces what the eager loop does. Randomness: every draw comes from the decoder's own
-generator, seeded per call, registered with the graph, so a seed gives the same bits on the same
-machine whether the step is replayed or run eagerly.
+it produces what the eager loop does. Randomness: row r draws from its own generator, seeded
+per call with that row's seed, registered with the graph, so the seeds give the same bits on the
+same machine whether the step is replayed or run eagerly.
 
-A vision-language model: the prompt forward (eager) also gets the images, at the multimodal
-rotary (M-RoPE) positions HF's `get_rope_index` lays out. A response token then sits at its cache
-position plus its row's rope delta (the layout's largest position + 1 - P) on all three axes, as in
-HF's own decode step; here that is a [3, Bb, 1] position tensor set at the prompt and stepped in
-place, so the captured step needs no images and no host arithmetic.
+Prompts of any lengths are laid out as `rl.generation.prompt_layout` says (right-aligned, with a
+padding mask and per-row positions); the mask of the whole static cache is fixed for a call (pads
+0, every later column 1; causality hides the columns not written yet), so the captured step reads
+it from a buffer set at the prompt. A vision-language model: the prompt forward (eager) also gets
+the images, at the multimodal rotary (M-RoPE) positions HF's `get_rope_index` lays out, and its
+response continues at the layout's largest position + 1 on all three axes; here that is a
+[3, Bb, 1] position tensor set at the prompt and stepped in place, so the captured step needs no
+images and no host arithmetic.
 """
 
 from __future__ import annotations
@@ -31,7 +34,16 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, StaticCache
 
-from rl.generation.sampler import Generation, _cache_kwarg, banned_ids, check_request, draw_tokens
+from rl.generation.generation import Generation
+from rl.generation.prompt_layout import (
+    LeftPadded,
+    left_pad,
+    padding_mask,
+    prompt_lengths_of,
+    prompt_positions,
+    right_padded,
+)
+from rl.generation.sampler import _cache_kwarg, banned_ids, check_request, draw_tokens
 from rl.models.image_inputs import image_forward_kwargs
 from rl.models.logprobs import gather_logprobs
 
@@ -42,8 +54,7 @@ MAX_SLOTS = 4  # captured shapes kept per decoder (each holds a cache and a grap
 def batch_bucket(batch: int) -> int:
     """Rows padded up to a multiple of 8 (powers of two below 8), so nearby batch sizes share a graph.
 
-    The padding rows draw from the same generator, so a padded batch's tokens are a pure function
-    of (seed, bucket), not equal to an unpadded run's."""
+    The padding rows draw from generators of their own, so they change no real row's tokens."""
     if batch <= 8:
         return 1 << (batch - 1).bit_length()
     return -(-batch // 8) * 8
@@ -66,12 +77,13 @@ class _Slot:
     logits: torch.Tensor  # [Bb, V] float32, the logits the next draw reads
     tok_in: torch.Tensor  # [Bb, 1] the token the model is fed
     position: torch.Tensor  # [Bb, 1] its position; [3, Bb, 1] (t, h, w) for a vision-language model
+    mask: torch.Tensor  # [Bb, P + N] long: 0 on prompt padding, 1 elsewhere
     done: torch.Tensor  # [Bb] bool
     step: torch.Tensor  # [1] long, the column the next draw writes
     tokens: torch.Tensor  # [Bb, N]
     logprobs: torch.Tensor  # [Bb, N] float32
     live: torch.Tensor  # [Bb, N] long
-    generator: torch.Generator
+    generators: list[torch.Generator]  # one per row
     graph: torch.cuda.CUDAGraph | None = None
 
 
@@ -92,21 +104,27 @@ class StaticDecoder:
 
     @torch.no_grad()
     def generate(self, prompt_ids: torch.Tensor, *, max_new_tokens: int, temperature: float,
-                 eos_token_id: int, pad_token_id: int, seed: int, pixel_values: torch.Tensor | None = None,
-                 image_grid_thw: torch.Tensor | None = None) -> Generation:
-        """Same contract as `rl.generation.sampler.generate`, every draw from a generator seeded with `seed`."""
-        check_request(prompt_ids, max_new_tokens, temperature)
+                 eos_token_id: int, pad_token_id: int, seeds: torch.Tensor, prompt_lengths: torch.Tensor | None = None,
+                 pixel_values: torch.Tensor | None = None, image_grid_thw: torch.Tensor | None = None) -> Generation:
+        """Same contract as `rl.generation.sampler.generate`: row r draws from a generator seeded `seeds[r]`."""
+        check_request(prompt_ids, max_new_tokens, temperature, seeds)
         B, P = prompt_ids.shape
+        prompt_ids = prompt_ids.to(self.device)
+        lengths = prompt_lengths_of(prompt_ids, prompt_lengths)
         Bb = batch_bucket(B) if self.use_graphs else B  # buckets share graphs; without one, no padding
-        prompt = _pad_rows(prompt_ids, Bb, self.device)
-        images = image_forward_kwargs(self.model, prompt, _pad_rows(pixel_values, Bb, self.device),
+        prompt = left_pad(prompt_ids, lengths, pad_token_id)
+        prompt = LeftPadded(ids=_pad_rows(prompt.ids, Bb, self.device), mask=_pad_rows(prompt.mask, Bb, self.device),
+                            lengths=_pad_rows(lengths, Bb, self.device))
+        images = image_forward_kwargs(self.model, prompt.ids, _pad_rows(pixel_values, Bb, self.device),
                                       _pad_rows(image_grid_thw, Bb, self.device))
+        seeds = torch.as_tensor(seeds, dtype=torch.long)
+        seeds = torch.cat([seeds, seeds[:1].expand(Bb - B) + 1 + seeds.max()])  # bucket rows: seeds of their own
         was_training = self.model.training
         self.model.eval()
         try:
-            key = (Bb, P + max_new_tokens, max_new_tokens, temperature, eos_token_id, pad_token_id)
+            key = (Bb, P, max_new_tokens, temperature, eos_token_id, pad_token_id)
             slot = self._slot(key, prompt, images, temperature=temperature, eos=eos_token_id, pad=pad_token_id)
-            self._prefill(slot, prompt, images, seed=seed, pad=pad_token_id)
+            self._prefill(slot, prompt, images, seeds=seeds, pad=pad_token_id)
             run = slot.graph.replay if slot.graph is not None else (
                 lambda: self._iterate(slot, temperature=temperature, eos=eos_token_id, pad=pad_token_id))
             for i in range(max_new_tokens):
@@ -115,41 +133,19 @@ class StaticDecoder:
                     break
         finally:
             self.model.train(was_training)
-        live = slot.live[:B].clone()
-        prompt_mask = torch.ones(B, P, dtype=torch.long, device=self.device)
-        return Generation(
-            input_ids=torch.cat([prompt_ids.to(self.device), slot.tokens[:B].clone()], dim=1),
-            attention_mask=torch.cat([prompt_mask, live], dim=1),
-            response_mask=torch.cat([torch.zeros_like(prompt_mask), live], dim=1),
-            gen_logprobs=torch.cat([torch.zeros(B, P, device=self.device), slot.logprobs[:B].clone()], dim=1),
-            lengths=P + live.sum(dim=1),
-            truncated=~slot.done[:B].clone(),
-            prompt_length=P,
-        )
+        return right_padded(prompt_ids, lengths, tokens=slot.tokens[:B].clone(), logprobs=slot.logprobs[:B].clone(),
+                            live=slot.live[:B].clone(), done=slot.done[:B].clone(), pad=pad_token_id)
 
-    def _forward(self, slot: _Slot, input_ids: torch.Tensor, position_ids: torch.Tensor, *,
-                 decode: bool = False, **images: torch.Tensor) -> torch.Tensor:
+    def _forward(self, slot: _Slot, input_ids: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor,
+                 *, decode: bool = False, **images: torch.Tensor) -> torch.Tensor:
         model = self.decode_model if decode else self.model
-        out = model(input_ids=input_ids, position_ids=position_ids, use_cache=True, logits_to_keep=1,
-                    **{self.cache_kw: slot.cache}, **images)
+        out = model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=True,
+                    logits_to_keep=1, **{self.cache_kw: slot.cache}, **images)
         return out.logits[:, -1].float()
-
-    def _positions(self, prompt: torch.Tensor, images: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the prompt's position ids, the first response token's), shaped as `_Slot.position`.
-
-        A text model counts 0..P-1, then P. A vision-language model's prompt takes HF's layout
-        ([3, Bb, P]); its response continues at P + the row's rope delta on every axis."""
-        Bb, P = prompt.shape
-        if not self.vision:
-            return torch.arange(P, device=self.device).expand(Bb, P), torch.full((Bb, 1), P, device=self.device)
-        kinds = images.get("mm_token_type_ids", torch.zeros_like(prompt, dtype=torch.int32))  # text prompts: 0
-        positions, deltas = self.model.model.get_rope_index(prompt, mm_token_type_ids=kinds,
-                                                            image_grid_thw=images.get("image_grid_thw"))
-        return positions, (P + deltas).expand(3, Bb, 1)
 
     def _iterate(self, slot: _Slot, *, temperature: float, eos: int, pad: int) -> None:
         """One token for every row: draw, record, feed it to the model. Fixed shapes, no host sync."""
-        tok = draw_tokens(slot.logits, temperature, slot.generator, self.banned)
+        tok = draw_tokens(slot.logits, temperature, slot.generators, self.banned)
         tok = torch.where(slot.done, pad, tok)
         column = slot.step
         slot.live.index_copy_(1, column, (~slot.done).long().unsqueeze(1))
@@ -159,55 +155,61 @@ class StaticDecoder:
         slot.done.logical_or_(tok == eos)
         slot.step.add_(1)
         slot.tok_in.copy_(tok.unsqueeze(1))
-        slot.logits.copy_(self._forward(slot, slot.tok_in, slot.position, decode=True))
+        slot.logits.copy_(self._forward(slot, slot.tok_in, slot.position, slot.mask, decode=True))
         slot.position.add_(1)
 
-    def _prefill(self, slot: _Slot, prompt: torch.Tensor, images: dict[str, torch.Tensor], *, seed: int,
+    def _prefill(self, slot: _Slot, prompt: LeftPadded, images: dict[str, torch.Tensor], *, seeds: torch.Tensor,
                  pad: int) -> None:
         """Reset the slot's buffers in place and run the prompt (eagerly, with its images) into its cache."""
         slot.cache.reset()  # in place: zeroed K/V and states, write position 0, "prefill next"
-        positions, following = self._positions(prompt, images)
-        slot.logits.copy_(self._forward(slot, prompt, positions, **images))
+        P = prompt.ids.shape[1]
+        mask = padding_mask(prompt)
+        slot.mask.fill_(1)
+        slot.mask[:, :P].copy_(mask)
+        positions, following = prompt_positions(self.model, prompt, images)
+        slot.logits.copy_(self._forward(slot, prompt.ids, positions, slot.mask[:, :P], **images))
         slot.position.copy_(following)
         slot.done.zero_()
         slot.step.zero_()
         slot.tokens.fill_(pad)
         slot.logprobs.zero_()
         slot.live.zero_()
-        slot.generator.manual_seed(seed)
+        for g, seed in zip(slot.generators, seeds.tolist()):
+            g.manual_seed(seed)
 
-    def _slot(self, key: tuple, prompt: torch.Tensor, images: dict[str, torch.Tensor], *, temperature: float,
+    def _slot(self, key: tuple, prompt: LeftPadded, images: dict[str, torch.Tensor], *, temperature: float,
               eos: int, pad: int) -> _Slot:
         if key in self._slots:
             self._slots.move_to_end(key)
             return self._slots[key]
         while len(self._slots) >= MAX_SLOTS:
             self._slots.popitem(last=False)
-        Bb, length, n = key[0], key[1], key[2]
+        Bb, P, n = key[0], key[1], key[2]
         d = self.device
         vocab = self.model.get_output_embeddings().weight.shape[0]
         slot = _Slot(
-            cache=StaticCache(config=self.model.config, max_cache_len=length),
+            cache=StaticCache(config=self.model.config, max_cache_len=P + n),
             logits=torch.zeros(Bb, vocab, dtype=torch.float32, device=d),
             tok_in=torch.zeros(Bb, 1, dtype=torch.long, device=d),
             position=torch.zeros((3, Bb, 1) if self.vision else (Bb, 1), dtype=torch.long, device=d),
+            mask=torch.ones(Bb, P + n, dtype=torch.long, device=d),
             done=torch.zeros(Bb, dtype=torch.bool, device=d),
             step=torch.zeros(1, dtype=torch.long, device=d),
             tokens=torch.full((Bb, n), pad, dtype=torch.long, device=d),
             logprobs=torch.zeros(Bb, n, dtype=torch.float32, device=d),
             live=torch.zeros(Bb, n, dtype=torch.long, device=d),
-            generator=torch.Generator(device=d),
+            generators=[torch.Generator(device=d) for _ in range(Bb)],
         )
         if self.use_graphs:
             slot.graph = self._capture(slot, prompt, images, temperature=temperature, eos=eos, pad=pad)
         self._slots[key] = slot
         return slot
 
-    def _capture(self, slot: _Slot, prompt: torch.Tensor, images: dict[str, torch.Tensor], *, temperature: float,
+    def _capture(self, slot: _Slot, prompt: LeftPadded, images: dict[str, torch.Tensor], *, temperature: float,
                  eos: int, pad: int) -> torch.cuda.CUDAGraph:
         """Warm the step up on a side stream (compiles the decode forward, allocates), then capture
         one iteration."""
-        self._prefill(slot, prompt, images, seed=0, pad=pad)
+        self._prefill(slot, prompt, images, seeds=torch.arange(len(slot.generators)), pad=pad)
         side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
@@ -215,7 +217,8 @@ class StaticDecoder:
                 self._iterate(slot, temperature=temperature, eos=eos, pad=pad)
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        graph.register_generator_state(slot.generator)
+        for g in slot.generators:
+            graph.register_generator_state(g)
         with torch.cuda.graph(graph):
             self._iterate(slot, temperature=temperature, eos=eos, pad=pad)
         return graph

@@ -86,9 +86,11 @@ def patchify(images: torch.Tensor, layout: ImageLayout) -> tuple[torch.Tensor, t
 
 @dataclass(kw_only=True)
 class PromptBatch:
-    """Prompt token ids [B, P] and, for image tasks, the row-aligned image columns."""
+    """Right-padded prompt token ids [B, P] (P: the longest), each row's length, and, for image
+    tasks, the row-aligned image columns."""
 
     input_ids: torch.Tensor
+    lengths: torch.Tensor
     images: dict[str, torch.Tensor] | None = None
 
     def columns(self) -> dict[str, torch.Tensor]:
@@ -122,15 +124,16 @@ def prompt_rows(tokenizer: Any, problems: Sequence[Any],
 
 
 def encode_prompts(tokenizer: Any, problems: Sequence[Any], layout: ImageLayout | None) -> PromptBatch:
-    """Prompt ids [B, P] for the sampler (see `prompt_rows`), with the image columns.
+    """Prompt ids [B, P] for the sampler (see `prompt_rows`), right-padded with the tokenizer's pad, with
+    their lengths and the image columns.
 
     Raises:
-        ValueError: image problems for a text model, or prompts of unequal token length.
+        ValueError: image problems for a text model.
     """
     rows, images = prompt_rows(tokenizer, problems, layout)
-    if len({len(r) for r in rows}) != 1:
-        raise ValueError("task: prompts must all have the same token length (the sampler does not pad them)")
-    return PromptBatch(input_ids=torch.tensor(rows, dtype=torch.long), images=images)
+    width, pad = max(len(r) for r in rows), tokenizer.pad_token_id
+    ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
+    return PromptBatch(input_ids=ids, lengths=torch.tensor([len(r) for r in rows], dtype=torch.long), images=images)
 
 
 def image_forward_kwargs(model: Any, input_ids: torch.Tensor, pixel_values: torch.Tensor | None,

@@ -110,22 +110,18 @@ class GenerationWorker(WorkerBase):
         return time.perf_counter() - t0
 
     @torch.no_grad()
-    def generate(self, prompt_ids: torch.Tensor, *, seed: int, max_new_tokens: int, temperature: float,
-                 eos_token_id: int, pad_token_id: int, **images: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Rollouts for [B, P] prompts; every random draw comes from a generator seeded with `seed`.
-        `images`: a vision-language model's row-aligned `pixel_values` and `image_grid_thw`."""
+    def generate(self, prompt_ids: torch.Tensor, *, seeds: torch.Tensor, prompt_lengths: torch.Tensor | None = None,
+                 max_new_tokens: int, temperature: float, eos_token_id: int, pad_token_id: int,
+                 **images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Rollouts for right-padded [B, P] prompts of `prompt_lengths` tokens; row r draws from a
+        generator seeded `seeds[r]`. `images`: a vision-language model's row-aligned `pixel_values`
+        and `image_grid_thw`."""
         images = {k: (v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device))
                   for k, v in images.items()}
+        args = dict(seeds=seeds, prompt_lengths=prompt_lengths, max_new_tokens=max_new_tokens, temperature=temperature,
+                    eos_token_id=eos_token_id, pad_token_id=pad_token_id, **images)
         if self.decoder is not None:
-            gen = self.decoder.generate(prompt_ids, seed=seed, max_new_tokens=max_new_tokens, temperature=temperature,
-                                        eos_token_id=eos_token_id, pad_token_id=pad_token_id, **images)
+            gen = self.decoder.generate(prompt_ids, **args)
         else:
-            generator = torch.Generator(device=self.device).manual_seed(seed)
-            gen = generate(self.model, prompt_ids.to(self.device), max_new_tokens=max_new_tokens,
-                           temperature=temperature, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
-                           generator=generator, **images)
-        return refit.to_cpu({"input_ids": gen.input_ids, "attention_mask": gen.attention_mask,
-                             "response_mask": gen.response_mask, "gen_logprobs": gen.gen_logprobs,
-                             "lengths": gen.lengths, "truncated": gen.truncated,
-                             "prompt_length": torch.tensor(gen.prompt_length),
-                             "version": torch.tensor(self.version)})
+            gen = generate(self.model, prompt_ids.to(self.device), **args)
+        return refit.to_cpu({**gen.columns(), "version": torch.tensor(self.version)})

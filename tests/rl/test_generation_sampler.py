@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl.generation import Generation, decode_responses, generate
+from rl.generation import Generation, decode_responses, generate, row_seeds
 from rl.models import build_model, token_logprobs
 from rl.tokenizer import load_tokenizer
 
@@ -28,7 +28,7 @@ def prompts(b: int = 6, p: int = 5) -> torch.Tensor:
 def run(model, prompt_ids, seed: int, **kw) -> Generation:
     args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=EOS, pad_token_id=PAD)
     args.update(kw)
-    return generate(model, prompt_ids, generator=torch.Generator().manual_seed(seed), **args)
+    return generate(model, prompt_ids, seeds=row_seeds(seed, len(prompt_ids)), **args)
 
 
 def assert_same(a: Generation, b: Generation) -> None:

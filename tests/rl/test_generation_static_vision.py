@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl.generation import Generation, generate
+from rl.generation import Generation, generate, row_seeds, static_decode
+from rl.generation.prompt_layout import left_pad, prompt_positions
 from rl.generation.static_decode import StaticDecoder
 from rl.models import ImageLayout, build_model
-from rl.models.image_inputs import patchify
+from rl.models.image_inputs import image_forward_kwargs, patchify
 from rl.tokenizer import load_tokenizer
 from rl.workers.generation import GenerationWorker
 
@@ -53,7 +54,7 @@ def image_prompts(model) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
 
 
 def eager(model, ids, images, seed: int, **args) -> Generation:
-    return generate(model, ids, generator=torch.Generator().manual_seed(seed), **images, **args)
+    return generate(model, ids, seeds=row_seeds(seed, len(ids)), **images, **args)
 
 
 def assert_same(eager: Generation, static: Generation) -> None:
@@ -70,14 +71,17 @@ def test_static_decoder_equals_the_eager_loop_with_images(tok, family: str, temp
     args = dict(max_new_tokens=10, temperature=temperature, eos_token_id=tok.eos_token_id,
                 pad_token_id=tok.pad_token_id)
     reference = eager(m, ids, images, 3, **args)
-    assert sorted(set(m.model.rope_deltas.flatten().tolist())) == [-12, -8, 0]  # the layouts differ
+    prompt = left_pad(ids, torch.full((len(ids),), ids.shape[1]), tok.pad_token_id)
+    _, following = prompt_positions(m, prompt, image_forward_kwargs(m, ids, **images))
+    assert sorted(set((following[0, :, 0] - ids.shape[1]).tolist())) == [-12, -8, 0]  # the layouts differ
     assert reference.truncated.any() and len(set(reference.lengths.tolist())) > 2, "rows should end at different steps"
     decoder = StaticDecoder(m, use_graphs=False)
-    assert_same(reference, decoder.generate(ids, seed=3, **images, **args))
+    assert_same(reference, decoder.generate(ids, seeds=row_seeds(3, len(ids)), **images, **args))
     # The slot is reused (positions reset in place) for other rows with other layouts.
     order = torch.tensor([4, 2, 0, 3, 1])
     shuffled = {k: v[order] for k, v in images.items()}
-    assert_same(eager(m, ids[order], shuffled, 5, **args), decoder.generate(ids[order], seed=5, **shuffled, **args))
+    assert_same(eager(m, ids[order], shuffled, 5, **args), decoder.generate(ids[order], seeds=row_seeds(5, len(ids)),
+                                                                        **shuffled, **args))
     assert len(decoder._slots) == 1
 
 
@@ -87,14 +91,14 @@ def test_positions_without_the_rope_delta_are_caught(tok, monkeypatch) -> None:
     ids, images = image_prompts(m)
     args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     reference = eager(m, ids, images, 3, **args)
-    positions = StaticDecoder._positions
+    positions = static_decode.prompt_positions
 
-    def without_delta(self, prompt, images):
-        layout, _ = positions(self, prompt, images)
-        return layout, torch.full((3, prompt.shape[0], 1), prompt.shape[1])
+    def without_delta(model, prompt, images):
+        layout, _ = positions(model, prompt, images)
+        return layout, torch.full((3, prompt.ids.shape[0], 1), prompt.ids.shape[1])
 
-    monkeypatch.setattr(StaticDecoder, "_positions", without_delta)
-    wrong = StaticDecoder(m, use_graphs=False).generate(ids, seed=3, **images, **args)
+    monkeypatch.setattr(static_decode, "prompt_positions", without_delta)
+    wrong = StaticDecoder(m, use_graphs=False).generate(ids, seeds=row_seeds(3, len(ids)), **images, **args)
     with pytest.raises(AssertionError):
         assert_same(reference, wrong)
 
@@ -104,17 +108,18 @@ def test_text_prompts_on_a_vision_model(tok) -> None:
     m = vl_model(tok, "qwen3_5")
     ids = torch.randint(10, 40, (3, 8), generator=torch.Generator().manual_seed(2))
     args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    assert_same(eager(m, ids, {}, 3, **args), StaticDecoder(m, use_graphs=False).generate(ids, seed=3, **args))
+    static = StaticDecoder(m, use_graphs=False).generate(ids, seeds=row_seeds(3, len(ids)), **args)
+    assert_same(eager(m, ids, {}, 3, **args), static)
 
 
 def test_text_prompts_after_images_decode_from_their_own_positions(tok) -> None:
-    """HF keeps the last image batch's rope deltas on the model; the eager loop must not reuse them."""
+    """HF keeps an image batch's rope deltas on the model (a teacher-forcing pass leaves them); the
+    eager loop must not reuse them."""
     m = vl_model(tok, "qwen3_5")
     ids = torch.randint(10, 40, (5, 8), generator=torch.Generator().manual_seed(2))
     args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     fresh = eager(m, ids, {}, 3, **args)
-    eager(m, *image_prompts(m), 4, **args)
-    assert m.model.rope_deltas is not None and bool(m.model.rope_deltas.ne(0).any())
+    m.model.rope_deltas = torch.full((5, 1), -12)
     after_images = eager(m, ids, {}, 3, **args)
     for name in FIELDS + ("gen_logprobs",):
         assert torch.equal(getattr(fresh, name), getattr(after_images, name)), name
@@ -128,7 +133,7 @@ def test_the_generation_worker_hands_the_images_to_the_static_decoder(tok) -> No
     for decode in ("eager", "static"):
         worker = GenerationWorker(name=f"generation-{decode}", rank=0, env_keys=[], decode=decode)
         worker.setup(model_cfg=model_cfg("qwen3_5"), vocab_size=len(tok), seed=0, weights=m.state_dict())
-        out[decode] = worker.generate(ids, seed=3, **images, **args)
+        out[decode] = worker.generate(ids, seeds=row_seeds(3, len(ids)), **images, **args)
     assert isinstance(worker.decoder, StaticDecoder)
     for name in FIELDS:
         assert torch.equal(out["eager"][name], out["static"][name]), name

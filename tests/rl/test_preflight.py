@@ -271,7 +271,7 @@ def test_data_files_are_checked_shipped_anywhere_local_on_the_machine(tmp_path):
             "model__family": "qwen3_5_moe", "model__config": {}}
     shipped = recipe(**math, data={"train": {"path": "tiny_math", "split": "nope"}})
     assert static_refusals(shipped) == ["data.train: no shipped dataset 'tiny_math' with split 'nope'; "
-                                        "shipped: ['tiny_math']"]
+                                        "shipped: ['tiny_math', 'word_math']"]
     local = recipe(**math, data={"train": {"path": str(tmp_path / "rows.jsonl")}})
     assert static_refusals(local) == []
     assert machine_refusals(local) == [f"data.train.path: no such file {str(tmp_path / 'rows.jsonl')!r}"]

@@ -9,7 +9,7 @@ import torch
 from transformers.vision_utils import get_vision_position_ids
 
 from rl.envs import make_env
-from rl.generation import generate
+from rl.generation import generate, row_seeds
 from rl.models import ImageLayout, build_model, encode_prompts, token_logprobs
 from rl.models.image_inputs import patchify
 from rl.tokenizer import load_tokenizer
@@ -112,14 +112,16 @@ def test_logprobs_depend_on_the_image_and_are_row_local(tok, model, env) -> None
 
 def test_gen_logprobs_equal_teacher_forcing(tok, model, env) -> None:
     prompts = encode_prompts(tok, env.sample(6, seed=2, step=0), ImageLayout.of(model))
-    gen = generate(model, prompts.input_ids, max_new_tokens=5, temperature=1.0, eos_token_id=tok.eos_token_id,
-                   pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0), **prompts.columns())
+    gen = generate(model, prompts.input_ids, prompt_lengths=prompts.lengths,
+                   max_new_tokens=5, temperature=1.0, eos_token_id=tok.eos_token_id,
+                   pad_token_id=tok.pad_token_id, seeds=row_seeds(0, len(prompts.input_ids)), **prompts.columns())
     with torch.no_grad():
         forced = token_logprobs(model, gen.input_ids, gen.attention_mask, **prompts.columns())
     mask = gen.response_mask.bool()
     torch.testing.assert_close(gen.gen_logprobs[mask], forced[mask], atol=1e-5, rtol=0)
-    again = generate(model, prompts.input_ids, max_new_tokens=5, temperature=1.0, eos_token_id=tok.eos_token_id,
-                     pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0), **prompts.columns())
+    again = generate(model, prompts.input_ids, prompt_lengths=prompts.lengths,
+                   max_new_tokens=5, temperature=1.0, eos_token_id=tok.eos_token_id,
+                     pad_token_id=tok.pad_token_id, seeds=row_seeds(0, len(prompts.input_ids)), **prompts.columns())
     assert torch.equal(gen.input_ids, again.input_ids)
 
 
@@ -129,8 +131,9 @@ def test_placeholders_are_never_sampled(tok, env) -> None:
     with torch.no_grad():
         model.lm_head.weight[image_id] = 50 * model.lm_head.weight.abs().max()  # make it the favourite
     prompts = encode_prompts(tok, env.sample(4, seed=0, step=0), ImageLayout.of(model))
-    gen = generate(model, prompts.input_ids, max_new_tokens=3, temperature=1.0, eos_token_id=tok.eos_token_id,
-                   pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0), **prompts.columns())
+    gen = generate(model, prompts.input_ids, prompt_lengths=prompts.lengths,
+                   max_new_tokens=3, temperature=1.0, eos_token_id=tok.eos_token_id,
+                   pad_token_id=tok.pad_token_id, seeds=row_seeds(0, len(prompts.input_ids)), **prompts.columns())
     assert not (gen.input_ids[:, prompts.input_ids.shape[1]:] == image_id).any()
 
 

@@ -14,10 +14,9 @@ start on the shipped `tiny_math` train split, chat-templated (rl/warm_start.py, 
 improvable reward with `algorithm.warm_start.steps: 0`, as the full-scale recipe does. The warm
 start is cached as every warm start is (~/.cache/rl or $RL_CACHE_DIR). `SOURCE` records all this.
 
-The tokenizer is character level (one token per character but the role names, so fixed-width
-prompts have a fixed token length, as the sampler needs) with Qwen's chat special tokens and a ChatML template:
-`<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n`; `<|im_end|>` is the eos token, and
-the role names are single tokens (as in a BPE vocabulary).
+The tokenizer is character level (one token per character but the role names) with Qwen's chat
+special tokens and a ChatML template: `<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n`;
+`<|im_end|>` is the eos token, and the role names are single tokens (as in a BPE vocabulary).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ Rows are `{"problem": "3+4", "answer": "7"}`: every sum of two single digits, a 
 them held out for validation. The full-scale recipes read a Hugging Face math dataset with the
 same two roles (prompt and reference answer); the twins read this one through the same loader
 and grade with the same verifier, small enough that a tiny model learns it in a CI run. Every
-problem has the same character length, so every prompt has the same token length (the sampler
-does not pad prompts).
+problem has the same character length, so every prompt has the same token length (a batch with
+no padding; `word_math` is the mixed-length set).
 """
 
 from __future__ import annotations
