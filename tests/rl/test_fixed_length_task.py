@@ -51,9 +51,9 @@ def test_no_row_ends_before_max_new_tokens_with_the_engines_ignore_eos_id() -> N
         model.lm_head.weight.zero_()
         model.lm_head.weight[tokenizer.eos_token_id] = 1.0
     prompts = torch.randint(4, len(tokenizer), (4, 8), generator=torch.Generator().manual_seed(0))
-    kwargs = dict(max_new_tokens=12, temperature=1.0, pad_token_id=tokenizer.pad_token_id)
-    ended = generate(model, prompts, eos_token_id=tokenizer.eos_token_id, generator=torch.Generator(), **kwargs)
-    full = generate(model, prompts, eos_token_id=NO_TOKEN_ID, generator=torch.Generator(), **kwargs)
+    kwargs = dict(max_new_tokens=12, temperature=1.0, pad_token_id=tokenizer.pad_token_id)  # one seed a row
+    ended = generate(model, prompts, eos_token_id=tokenizer.eos_token_id, seeds=[0, 1, 2, 3], **kwargs)
+    full = generate(model, prompts, eos_token_id=NO_TOKEN_ID, seeds=[0, 1, 2, 3], **kwargs)
     assert min(ended.lengths.tolist()) < 20
     assert full.lengths.tolist() == [20] * 4 and bool(full.truncated.all())
 
