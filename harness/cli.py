@@ -20,6 +20,7 @@ Exit codes: 0 every check passed; 1 a check failed; 2 bad input (recipe, thresho
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -154,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from harness import commands  # noqa: PLC0415 - keeps `harness --help` instant
-    from harness.errors import USER_ERRORS, capped_line  # noqa: PLC0415
+    from harness.errors import USER_ERRORS, capped_line, shown  # noqa: PLC0415
 
     try:
         return commands.COMMANDS[args.command](args)
@@ -173,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - the last line of defence: one line, not a traceback
         if os.environ.get("HARNESS_DEBUG"):
             raise
+        if isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG:  # a path given us (Path.exists raises it)
+            name = shown(str(error.filename)) if error.filename else "a path"
+            sys.stderr.write(f"error: {name}: a path or a part of it is too long for this file system\n")
+            return EXIT_BAD_INPUT
         sys.stderr.write(f"internal error: {type(error).__name__}: {capped_line(str(error))} "
                          "(HARNESS_DEBUG=1 shows the traceback)\n")
         return EXIT_INTERNAL

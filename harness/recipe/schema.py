@@ -149,6 +149,8 @@ def _message(error: ValidationError) -> str:
         return f"must not hold control characters (newline, tab, escape...), not {_show(instance, path)}"
     if kind == "minLength":
         return "must not be empty"
+    if kind == "maxLength":
+        return f"must be at most {value} characters, not {len(instance)}"
     if kind in ("minItems", "maxItems"):
         return f"must have {'at least' if kind == 'minItems' else 'at most'} {value} items, not {len(instance)}"
     if kind == "minProperties":
