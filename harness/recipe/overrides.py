@@ -63,19 +63,27 @@ def parse_override(text: str, *, recipe: Path) -> Override:
     if not sep or not key.strip():   # no '=': the text may be a mistyped secret, so it is not shown
         raise RecipeError("expected KEY=VALUE, e.g. policy.micro_batch_size=4", where=where)
     keys = split_key(key.strip(), where=where)
-    value = _secret_value(raw, where) if secret_env.is_secret_key(keys) else parse_text(raw, where=where)
+    value = _secret_value(raw, where, keys) if secret_env.is_secret_key(keys) else parse_text(raw, where=where)
     return Override(text=text, keys=keys, value=value, add=add)
 
 
-def _secret_value(raw: str, where: str) -> object:
-    """A secret's override value: YAML when it reads whole as text or a mapping (`'a b'`,
-    `{from_env: true}`), else the text as written (`*pw`, `1234`, `pw #tail`), so that no parse
-    error repeats any of it and no comment cuts it (docs/recipes.md)."""
+def _secret_value(raw: str, where: str, keys: tuple[str, ...]) -> object:
+    """A secret's override value, parsed so that no error repeats any of it (docs/recipes.md).
+
+    One entry (`++env.MY_PASSWORD=...`) is YAML when it reads whole as text or as
+    `{from_env: ...}`, else the text as written (`*pw`, `1234`, `pw #tail`, `{pw: 1}`). A whole
+    env mapping (`++env={...}`) must be YAML; when it is not, the YAML error is not shown.
+    """
     try:
         value = parse_text(raw, where=where)
     except RecipeError:
+        if keys in secret_env.SCOPES:
+            raise RecipeError("not a YAML mapping (the reason is not shown: the text may hold a secret)",
+                              where=where) from None
         return raw
-    return value if isinstance(value, (str, dict)) else raw
+    if keys in secret_env.SCOPES:
+        return value
+    return value if isinstance(value, str) or (isinstance(value, dict) and set(value) == {"from_env"}) else raw
 
 
 _REDACTED_TEXT = "<not shown: no '='>"

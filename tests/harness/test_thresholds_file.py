@@ -76,7 +76,8 @@ def test_hardware_as_a_single_string(tmp_path):
     ("- a\n", "t.yaml:1: the thresholds file must be a YAML mapping, not a list"),
     ("", "t.yaml:1: empty file: the thresholds file is a YAML mapping"),
     ("recipe: [\n", "t.yaml:2: YAML syntax error"),
-    ("recipe: !!python/object:os.system x\nchecks: []\n", "t.yaml:1: recipe: unsupported YAML type 'python/object:os.system'"),
+    ("recipe: !!python/object:os.system x\nchecks: []\n",
+     "t.yaml:1: recipe: unsupported YAML type 'python/object:os.system'"),
 ])
 def test_problems_name_file_and_line(tmp_path, text, message):
     with pytest.raises(ThresholdFileError) as info:
