@@ -216,7 +216,12 @@ class _Builder:
             kind = shown(node.tag.removeprefix(_TAG))
             raise self._fail(f"unsupported YAML type {kind} for {shown(node.value)}; quote it to make it a string",
                              node, path)
-        value = self.loader.construct_object(node, deep=True)
+        try:
+            value = self.loader.construct_object(node, deep=True)
+        except (ValueError, OverflowError):  # `2026-13-45` resolves as a date; an integer past Python's digit limit
+            kind = shown(node.tag.removeprefix(_TAG))
+            raise self._fail(f"{shown(node.value)} is not a valid {kind}; quote it to make it a string",
+                             node, path) from None
         if self.dialect.finite_only and isinstance(value, float) and not math.isfinite(value):   # .nan, 1e999
             raise self._fail(f"numbers must be finite, not {shown(node.value)}", node, path)
         return value

@@ -94,6 +94,13 @@ def test_shown_is_capped_whatever_the_value(value):
     assert len(shown(value)) <= SHOWN_CHARS + 30
 
 
+@pytest.mark.parametrize("text", ["since: 2026-13-45", "since: 2026-02-30"])
+def test_an_impossible_date_is_one_yaml_error(text):
+    """It resolves as a timestamp and its constructor raised ValueError: exit 3 before."""
+    with pytest.raises(YamlError, match="is not a valid 'timestamp'"):
+        load_text(text, name="t.yaml", dialect=THRESHOLDS)
+
+
 def test_shown_never_formats_a_huge_integer():
     assert shown(10**100_000) == "an integer of about 100001 digits"
 
