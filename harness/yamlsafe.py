@@ -24,7 +24,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from harness.bounded import BoundedReadError, read_bytes
-from harness.errors import UserError, dotted, shown
+from harness.errors import UserError, capped_line, dotted, shown
 from harness.yamlguard import MAX_DEPTH, first_problem
 
 __all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_NODES", "PLAIN_TAGS", "RECIPE", "THRESHOLDS", "Dialect", "Lines",
@@ -110,7 +110,7 @@ def load_text(text: str, *, name: str, dialect: Dialect, line_prefix: bool = Tru
         detail = exc.problem or "invalid YAML"
         if exc.context:
             detail = f"{exc.context}, {detail}"
-        raise YamlError(f"YAML syntax error: {detail}", where=where) from None
+        raise YamlError(f"YAML syntax error: {capped_line(detail, 300)}", where=where) from None  # it may quote us
     except yaml.YAMLError as exc:   # none other is known; kept one line all the same
         raise YamlError(f"YAML error: {type(exc).__name__}", where=where) from None
     finally:

@@ -71,6 +71,12 @@ def test_a_1_mb_value_is_echoed_capped(tmp_path, capsys, field, check):
     assert len(str(info.value)) < 400 and "characters" in str(info.value)
 
 
+def test_a_1_mb_alias_name_in_a_syntax_error_is_capped():
+    with pytest.raises(YamlError, match="YAML syntax error") as info:
+        load_text("a: *" + "z" * 1_000_000 + "\n", name="t.yaml", dialect=THRESHOLDS)
+    assert len(str(info.value)) < 400
+
+
 def test_a_recipe_alias_bomb_is_still_refused(tmp_path):
     with pytest.raises(YamlError, match="alias bomb"):
         load_text(_bomb(), name="r.yaml", dialect=RECIPE)
