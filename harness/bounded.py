@@ -3,15 +3,19 @@
 A run dir, a recipe or a thresholds file is input we do not control. A FIFO in its place would
 block forever, /dev/zero would fill memory, a symlink to a device would do either. So we open
 only regular files, without blocking, and read at most a cap's worth; anything else is a
-`BoundedReadError` with one line that names the file and why.
+`BoundedReadError` with one line that names the file and why. A run dir's own files are read
+with `follow_symlinks=False` (O_NOFOLLOW): a metrics.jsonl linked to another run's passed as
+this run's.
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 import stat
 from pathlib import Path
+
+from harness.strict_json import loads
 
 __all__ = ["BoundedReadError", "CAPS", "decode_text", "read_bytes", "read_json_object", "read_text"]
 
@@ -41,12 +45,21 @@ class BoundedReadError(OSError):
         return f"{self.path}: {self.reason}"
 
 
-def read_bytes(path: str | os.PathLike, *, kind: str) -> bytes:
-    """The whole content of regular file `path`, at most CAPS[kind] bytes, or BoundedReadError."""
+def read_bytes(path: str | os.PathLike, *, kind: str, follow_symlinks: bool = True) -> bytes:
+    """The whole content of regular file `path`, at most CAPS[kind] bytes, or BoundedReadError.
+
+    With follow_symlinks=False a symlink in `path`'s last part is refused (a run dir's files).
+    """
     cap = CAPS[kind]
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags)
     except OSError as exc:
+        if not follow_symlinks and exc.errno == errno.ELOOP:
+            raise BoundedReadError(path, "a symlink: a run dir's files are read as they are, never "
+                                         "followed elsewhere") from None
         raise BoundedReadError(path, exc.strerror or str(exc)) from None
     try:
         info = os.fstat(fd)
@@ -73,9 +86,9 @@ def read_bytes(path: str | os.PathLike, *, kind: str) -> bytes:
         os.close(fd)
 
 
-def read_text(path: str | os.PathLike, *, kind: str, errors: str = "strict") -> str:
+def read_text(path: str | os.PathLike, *, kind: str, errors: str = "strict", follow_symlinks: bool = True) -> str:
     """`read_bytes` decoded as UTF-8; undecodable bytes are a BoundedReadError unless `errors`."""
-    return decode_text(read_bytes(path, kind=kind), path, errors=errors)
+    return decode_text(read_bytes(path, kind=kind, follow_symlinks=follow_symlinks), path, errors=errors)
 
 
 def decode_text(raw: bytes, path: str | os.PathLike, *, errors: str = "strict") -> str:
@@ -88,13 +101,14 @@ def decode_text(raw: bytes, path: str | os.PathLike, *, errors: str = "strict") 
 
 
 def read_json_object(path: str | os.PathLike, *, kind: str) -> dict | None:
-    """The JSON object in `path`, or None when it is missing, unreadable, not JSON or not an object.
+    """The JSON object in run-dir file `path`, or None when it is missing, unreadable, a symlink,
+    not JSON (a duplicate key included: harness.strict_json) or not an object.
 
     For readers that report on a run (history, nightly, the launcher's status merge) and must
     not crash on a damaged file; the checker reads status.json itself, to fail with the reason.
     """
     try:
-        data = json.loads(read_text(path, kind=kind))
+        data = loads(read_text(path, kind=kind, follow_symlinks=False))
     except (OSError, ValueError, RecursionError):  # BoundedReadError is an OSError
         return None
     return data if isinstance(data, dict) else None

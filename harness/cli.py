@@ -20,6 +20,7 @@ Exit codes: 0 every check passed; 1 a check failed; 2 bad input (recipe, thresho
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from harness.recipe.scales import SCALES
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+MAX_ERROR_LINES = 20  # the engine refuses a recipe with a line per reason; more than this is not a list to read
 
 
 class _Parser(argparse.ArgumentParser):
@@ -153,15 +155,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from harness import commands  # noqa: PLC0415 - keeps `harness --help` instant
-    from harness.errors import USER_ERRORS  # noqa: PLC0415
+    from harness.errors import USER_ERRORS, capped_line, shown  # noqa: PLC0415
 
     try:
         return commands.COMMANDS[args.command](args)
     except USER_ERRORS as error:
         if os.environ.get("HARNESS_DEBUG"):
             raise
-        for line in str(error).splitlines() or [""]:  # one line per reason (the engine's refusals)
-            sys.stderr.write(f"error: {line}\n")
+        lines = str(error).splitlines() or [""]  # one line per reason (the engine's refusals), each capped
+        for line in lines[:MAX_ERROR_LINES]:
+            sys.stderr.write(f"error: {capped_line(line)}\n")
+        if len(lines) > MAX_ERROR_LINES:
+            sys.stderr.write(f"error: ... and {len(lines) - MAX_ERROR_LINES} more\n")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
@@ -169,7 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - the last line of defence: one line, not a traceback
         if os.environ.get("HARNESS_DEBUG"):
             raise
-        sys.stderr.write(f"internal error: {type(error).__name__}: {error} (HARNESS_DEBUG=1 shows the traceback)\n")
+        if isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG:  # a path given us (Path.exists raises it)
+            name = shown(str(error.filename)) if error.filename else "a path"
+            sys.stderr.write(f"error: {name}: a path or a part of it is too long for this file system\n")
+            return EXIT_BAD_INPUT
+        sys.stderr.write(f"internal error: {type(error).__name__}: {capped_line(str(error))} "
+                         "(HARNESS_DEBUG=1 shows the traceback)\n")
         return EXIT_INTERNAL
 
 

@@ -3,20 +3,20 @@
 Fails closed: a violation fails, and so does the absence of a check the run must have made
 (a dispatch path that recorded nothing is as suspicious as one that recorded a failure).
 A record holds only when its `ok` is the JSON boolean true, and a line that cannot be read
-(torn or not) fails the run with its line number.
+(torn or not, a duplicate key, a symlink in the file's place) fails the run with its line number.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
 from harness.bounded import BoundedReadError, read_text
 from harness.checks.verdict import Verdict
-from harness.errors import UserError
+from harness.errors import UserError, capped_line, shown
 from harness.recipe.secret_env import envs
+from harness.strict_json import MAX_LINE_BYTES, DuplicateKeyError, loads, long_line
 
 
 class InvariantsError(UserError):
@@ -25,15 +25,18 @@ class InvariantsError(UserError):
 
 def _record(path: Path, number: int, line: str) -> dict:
     try:
-        record = json.loads(line)
-    except ValueError:  # JSONDecodeError, or an integer too long to convert
+        record = loads(line)
+    except DuplicateKeyError as exc:  # `{"ok": false, ..., "ok": true}` read as a check that held
+        raise InvariantsError(f"{path.name}:{number}: duplicate key {shown(exc.key)} in a record") from None
+    except ValueError:  # JSONDecodeError, too many keys, or an integer too long to convert
         raise InvariantsError(f"{path.name}:{number}: not a JSON record (a torn or damaged line)") from None
     except RecursionError:
         raise InvariantsError(f"{path.name}:{number}: nested too deeply") from None
     if not isinstance(record, dict) or "check" not in record or "ok" not in record:
         raise InvariantsError(f"{path.name}:{number}: a record needs 'check' and 'ok'")
-    if not isinstance(record["check"], str) or not record["check"]:
-        raise InvariantsError(f"{path.name}:{number}: 'check' must be a name, got {record['check']!r}")
+    if not isinstance(record["check"], str) or not 0 < len(record["check"]) <= 100:
+        raise InvariantsError(f"{path.name}:{number}: 'check' must be a name of 1 to 100 characters, "
+                              f"got {shown(record['check'])}")
     return record
 
 
@@ -46,9 +49,12 @@ def read_invariants(path: Path) -> list[dict]:
     if not path.exists() and not path.is_symlink():
         return []
     try:
-        text = read_text(path, kind="invariants")
+        text = read_text(path, kind="invariants", follow_symlinks=False)
     except BoundedReadError as exc:
         raise InvariantsError(f"{path.name}: {exc.reason}") from None
+    long = long_line(text)
+    if long is not None:
+        raise InvariantsError(f"{path.name}:{long}: a line of more than {MAX_LINE_BYTES} bytes is no record")
     lines = text.split("\n")
     return [_record(path, number, line) for number, line in enumerate(lines, start=1) if line.strip()]
 
@@ -80,9 +86,10 @@ def check_invariants(records: list[dict], *, required: list[str]) -> list[Verdic
                                     message=f"no {kind} check was recorded (a run must record it)"))
         elif kind in failures:
             first = failures[kind][0]
-            where = f"step {first.get('step')}" + (f", {first['method']}" if first.get("method") else "")
-            detail = first.get("detail", "no detail") if first["ok"] is False else (
-                f"ok is {first['ok']!r}, not the JSON boolean true")
+            where = capped_line(f"step {first.get('step')}" + (f", {first['method']}" if first.get("method") else ""),
+                                100)
+            detail = capped_line(str(first.get("detail", "no detail")), 300) if first["ok"] is False else (
+                f"ok is {shown(first['ok'])}, not the JSON boolean true")
             verdicts.append(Verdict(
                 name=name, kind="invariant", ok=False, value=float(len(failures[kind])),
                 message=f"{len(failures[kind])} of {counts[kind]} {kind} checks failed; first at {where}: {detail}"))

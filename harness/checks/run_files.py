@@ -1,6 +1,7 @@
 """Read a run dir's recipe.yaml and status.json: bounded, and checked for the fields we use.
 
-Both come from a run dir we do not control. A FIFO, /dev/zero or a damaged file in their place
+Both come from a run dir we do not control; neither is followed if it is a symlink, and a
+duplicate key in status.json is a failure, not "the last one wins". A FIFO, /dev/zero or a damaged file in their place
 must give a one-line answer, never a hang, a MemoryError or a KeyError. The recipe is the
 harness's own input (which steps and thresholds apply), so a bad one is a UsageError (exit 2);
 status.json is the engine's account of the run, so a bad one is a failed run, with its reason.
@@ -8,12 +9,12 @@ status.json is the engine's account of the run, so a bad one is a failed run, wi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from harness.bounded import BoundedReadError, read_text
-from harness.errors import UsageError
-from harness.recipe.yamlsafe import parse_text
+from harness.errors import UsageError, capped_line, shown
+from harness.strict_json import DuplicateKeyError, loads
+from harness.yamlsafe import RECIPE, YamlError, load_text
 
 
 class StatusError(ValueError):
@@ -30,11 +31,14 @@ def read_status(run_dir: Path) -> dict | None:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = json.loads(read_text(path, kind="status"))
+        data = loads(read_text(path, kind="status", follow_symlinks=False))
     except BoundedReadError as exc:
         raise StatusError(f"status.json: {exc.reason}") from None
-    except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
-        raise StatusError(f"status.json is not valid JSON ({exc})") from None
+    except DuplicateKeyError as exc:
+        raise StatusError(f"status.json:{exc.line}: duplicate key {shown(exc.key)}: a run's status says "
+                          "each thing once") from None
+    except ValueError as exc:  # JSONDecodeError, too many keys, or an integer too long to convert
+        raise StatusError(f"status.json is not valid JSON ({capped_line(str(exc), 200)})") from None
     except RecursionError:
         raise StatusError("status.json is nested too deeply") from None
     if not isinstance(data, dict):
@@ -43,13 +47,11 @@ def read_status(run_dir: Path) -> dict | None:
 
 
 def read_yaml(path: Path) -> object:
-    """A run dir's YAML file (bounded, alias-bomb safe). Raises UsageError or RecipeError, one line."""
+    """A run dir's YAML file (bounded, alias-bomb safe, not a symlink). Raises UsageError, one line."""
     try:
-        return parse_text(read_text(path, kind="recipe"), where=str(path))
-    except BoundedReadError as exc:
+        return load_text(read_text(path, kind="recipe", follow_symlinks=False), name=str(path), dialect=RECIPE)[0]
+    except (BoundedReadError, YamlError) as exc:
         raise UsageError(str(exc)) from None
-    except RecursionError:
-        raise UsageError(f"{path}: nested too deeply to be a recipe") from None
 
 
 def _need(ok: bool, path: Path, key: str, what: str) -> None:

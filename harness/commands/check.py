@@ -13,11 +13,10 @@ junit.xml). The exit code is the same either way.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.bounded import BoundedReadError, read_text
+from harness.bounded import read_json_object
 from harness.checks.judge import Judgement, judge_run
 from harness.console import format_verdicts
 from harness.errors import UsageError
@@ -64,11 +63,7 @@ def read_plan(run_dir: Path) -> dict | None:
     path = run_dir / "plan.json"
     if not path.exists():
         return None
-    try:
-        plan = json.loads(read_text(path, kind="json"))
-    except (BoundedReadError, ValueError, RecursionError):  # the report says less, the verdicts stand
-        return None
-    return plan if isinstance(plan, dict) else None
+    return read_json_object(path, kind="json")  # damaged, a symlink, a key twice: the report says less
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,16 +1,25 @@
-"""`harness compare RUN_A RUN_B`: per-step parity of two existing run dirs."""
+"""`harness compare RUN_A RUN_B`: per-step parity of two existing run dirs, both complete.
+
+It read only metrics, so two runs whose status.json says failed, with the steps they got to
+equal, passed: a parity gate went green on two crashed runs. Each run is now judged complete
+first (harness.checks.completion, as `harness check` does) and a run that is not fails the
+comparison with a verdict naming it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from pathlib import Path
 
+from harness.checks.completion import check_completion
 from harness.checks.parity import compare_metrics
-from harness.checks.run_files import read_yaml
+from harness.checks.run_files import StatusError, read_run_recipe, read_status, read_yaml
+from harness.checks.verdict import Verdict
 from harness.console import format_verdicts
 from harness.errors import UsageError
-from harness.metrics import read_metrics
+from harness.metrics import Metrics, read_metrics
 
 MAX_LISTED = 8
 
@@ -38,6 +47,22 @@ def describe_recipes(runs: list[Path]) -> str:
     return "recipes differ in: " + ", ".join(diff[:MAX_LISTED]) + more
 
 
+def completion(run: Path, metrics: Metrics) -> Verdict:
+    """`run_completed:<run>`: whether `run` finished, as its status.json, recipe and metrics say."""
+    name = f"run_completed:{run.name}"
+    try:
+        status = read_status(run)
+    except StatusError as error:
+        return Verdict(name=name, kind="completion", ok=False, message=f"{run}: {error}")
+    recipe = read_run_recipe(run)
+    steps = recipe["algorithm"]["num_steps"] if recipe else (status or {}).get("num_steps")
+    if type(steps) is not int:
+        return Verdict(name=name, kind="completion", ok=False,
+                       message=f"{run}: the step count is unknown (no recipe.yaml, no num_steps in status.json)")
+    verdict = check_completion(status=status, steps=metrics.logged_steps(), expected_steps=steps)
+    return replace(verdict, name=name, message=f"{run}: {verdict.message}")
+
+
 def main(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.tolerance) and args.tolerance >= 0):  # NaN would pass `< 0`
         raise UsageError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
@@ -47,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"{run}: no such run dir")
     print(describe_recipes(runs))
     a, b = (read_metrics(run) for run in runs)
-    verdicts = compare_metrics(a, b, names=(runs[0].name, runs[1].name), tolerance=args.tolerance)
+    verdicts = [completion(run, metrics) for run, metrics in zip(runs, (a, b))]
+    verdicts += compare_metrics(a, b, names=(runs[0].name, runs[1].name), tolerance=args.tolerance)
     print(format_verdicts(verdicts), end="")
     return 0 if all(v.ok for v in verdicts) else 1

@@ -32,8 +32,9 @@ from harness.checks.verdict import Verdict
 from harness.commands.check import write_outputs
 from harness.commands.plan import format_plan
 from harness.console import format_verdicts
+from harness.dir_path import dir_problem
 from harness.engines import engine_command, import_metrics, ray_job_command
-from harness.errors import UsageError
+from harness.errors import UsageError, shown
 from harness.launch import LaunchResult, launch
 from harness.launch.run_lock import LOCK_FILE, RunDirLocked, hold, is_locked, settle_orphan
 from harness.launch.status import write_status
@@ -59,8 +60,18 @@ def make_run_dir(out: str | None, name: str, root: str | None = None) -> Path:
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         path = Path(root or "runs").expanduser() / f"{name}-{stamp}-{secrets.token_hex(2)}"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # checked before (check_out), but a folder can change meanwhile
+        raise UsageError(f"{shown(str(path))}: cannot make the run dir ({error.strerror or error})") from None
     return path
+
+
+def check_out(out: str | None) -> None:
+    """--out must be a directory this user can write, or one that can be made: before anything runs."""
+    problem = None if out is None else dir_problem(out)
+    if problem is not None:
+        raise UsageError(f"--out {problem}")
 
 
 def resume_dir(out: str | None, recipe: Mapping) -> Path:
@@ -189,6 +200,7 @@ def main(args: argparse.Namespace) -> int:
     if recipe_arg and "=" in recipe_arg and not recipe_arg.endswith((".yaml", ".yml")):
         recipe_arg, overrides = None, [recipe_arg, *overrides]
     recipe_path = Path(recipe_arg) if recipe_arg else DEFAULT_RECIPE
+    check_out(args.out)
     if args.out and is_locked(Path(args.out)):  # before the seconds the preflight takes; `hold` below decides
         raise RunDirLocked(f"{args.out}: in use by a live run (it holds {LOCK_FILE}); wait for it to end")
     resolved = load_recipe(recipe_path, overrides, scale=args.scale)

@@ -2,9 +2,10 @@
 
 Its recipes are OmegaConf YAML: `defaults: ../../grpo_math_1B.yaml` (a path relative to the
 file, or a list of them), mappings merged key by key with lists and scalars replaced (as ours),
-and `${a.b}` naming another key. Each file is read through harness/bounded.py and parsed with
-`yaml.safe_load`; a value that is exactly `${a.b}` takes that key's value, a string that holds
-`${...}` among other text is interpolated as text, and one naming a key that does not exist (or a
+and `${a.b}` naming another key. Each file is read by harness.yamlsafe, the loader of every YAML
+file (bounded read, alias and node budgets, duplicate keys refused, as OmegaConf does too); a
+value that is exactly `${a.b}` takes that key's value, a string that holds `${...}` among other
+text is interpolated as text, and one naming a key that does not exist (or a
 resolver, `${oc.env:X}`) is left as written and so is reported wherever it lands.
 """
 
@@ -18,12 +19,12 @@ from typing import Any
 
 import yaml
 
-from harness.bounded import BoundedReadError, read_text
-from harness.errors import UserError
+from harness.errors import UserError, shown
+from harness.recipe.defaults import MAX_CHAIN, MAX_ENTRIES
+from harness.yamlsafe import PLAIN_TAGS, Dialect, YamlError, load_path, load_text
 
 __all__ = ["ReferenceError_", "flatten", "load_reference_recipe", "parse_value", "set_dotted"]
 
-MAX_CHAIN = 32
 _REF = re.compile(r"\$\{(\.*[A-Za-z_][\w.]*)\}")
 
 
@@ -31,8 +32,8 @@ class ReferenceError_(UserError):
     """A reference file that cannot be read: one line, exit 2."""
 
 
-class _Loader(yaml.SafeLoader):
-    """yaml.SafeLoader reading numbers as the reference's loader (OmegaConf) does: `1e-8` and
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """A SafeLoader reading numbers as the reference's loader (OmegaConf) does: `1e-8` and
     `5.0e-6` are floats (PyYAML's YAML 1.1 resolver reads an exponent without a dot as a string)."""
 
 
@@ -45,23 +46,17 @@ _Loader.add_implicit_resolver(
                     |[-+]?\.(?:inf|Inf|INF)
                     |\.(?:nan|NaN|NAN))$""", re.X),
     list("-+0123456789."))
+# OmegaConf reads no dates: `2026-11-30` is text to it.
+_Loader.yaml_implicit_resolvers = {k: [(tag, regexp) for tag, regexp in v if not tag.endswith(":timestamp")]
+                                   for k, v in _Loader.yaml_implicit_resolvers.items()}
+REFERENCE = Dialect(_Loader, PLAIN_TAGS, finite_only=False)   # OmegaConf takes .inf and .nan
 
 
 def _read(path: Path) -> dict:
     try:
-        text = read_text(path, kind="recipe")
-    except BoundedReadError as error:
+        data, _ = load_path(path, name=str(path), dialect=REFERENCE, kind="recipe", what="a recipe")
+    except YamlError as error:
         raise ReferenceError_(str(error)) from None
-    try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except (yaml.YAMLError, RecursionError) as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise ReferenceError_(f"{where}: not YAML the reference could load") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ReferenceError_(f"{path}: a recipe must be a mapping")
     return data
 
 
@@ -75,28 +70,48 @@ def _merge(base: dict, top: dict) -> dict:
     return out
 
 
-def _chain(path: Path, seen: tuple[Path, ...]) -> tuple[dict, list[Path]]:
-    """The merged recipe at `path` and the files of its chain, root first."""
-    path = path.resolve()
-    if path in seen:
-        raise ReferenceError_(f"{path}: defaults cycle")
-    if len(seen) >= MAX_CHAIN:
-        raise ReferenceError_(f"{path}: defaults chain deeper than {MAX_CHAIN}")
-    data = _read(path)
-    parents = data.pop("defaults", None)
-    if parents is None:
-        return data, [path]
-    if isinstance(parents, str):
-        parents = [parents]
-    if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
-        raise ReferenceError_(f"{path}: defaults must be a path or a list of paths")
-    merged: dict = {}
-    files: list[Path] = []
-    for parent in parents:
-        sub, sub_files = _chain(path.parent / parent, (*seen, path))
-        merged = _merge(merged, sub)
-        files.extend(f for f in sub_files if f not in files)
-    return _merge(merged, data), [*files, path]
+class _Chain:
+    """Resolves `defaults:` chains, each file read and merged once per load: a diamond of 24
+    files, each naming the next twice, re-read every file on every path (2**24 reads, > 60 s).
+    The budgets are the recipe loader's (harness.recipe.defaults)."""
+
+    def __init__(self) -> None:
+        self.done: dict[Path, tuple[dict, list[Path]]] = {}
+        self.num_entries = 0
+
+    def load(self, path: Path, seen: tuple[Path, ...]) -> tuple[dict, list[Path]]:
+        """The merged recipe at `path` and the files of its chain, root first."""
+        path = _resolved(path)
+        if path in seen:
+            raise ReferenceError_(f"{shown(str(path), 200)}: defaults cycle")
+        if path in self.done:
+            return self.done[path]
+        if len(seen) >= MAX_CHAIN:
+            raise ReferenceError_(f"{shown(str(path), 200)}: defaults chain deeper than {MAX_CHAIN}")
+        data = _read(path)
+        parents = data.pop("defaults", None)
+        parents = [] if parents is None else [parents] if isinstance(parents, str) else parents
+        if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+            raise ReferenceError_(f"{shown(str(path), 200)}: defaults must be a path or a list of paths")
+        self.num_entries += len(parents)
+        if self.num_entries > MAX_ENTRIES:
+            raise ReferenceError_(f"{shown(str(path), 200)}: more than {MAX_ENTRIES} defaults entries in all")
+        merged: dict = {}
+        files: list[Path] = []
+        for parent in parents:
+            sub, sub_files = self.load(path.parent / parent, (*seen, path))
+            merged = _merge(merged, sub)
+            files.extend(f for f in sub_files if f not in files)
+        self.done[path] = _merge(merged, data), [*files, path]
+        return self.done[path]
+
+
+def _resolved(path: Path) -> Path:
+    """`path` with its symlinks resolved; a symlink loop is one line (RuntimeError on Python 3.11/12)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        raise ReferenceError_(f"{shown(str(path), 200)}: cannot resolve the path (a symlink loop?)") from None
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -159,8 +174,8 @@ def parse_value(text: str) -> Any:
     """A command-line override's value (`a.b=VALUE`) as the reference reads it: YAML scalars, lists
     and mappings, `1e-8` a float; text that is not YAML stays text."""
     try:
-        return yaml.load(text, Loader=_Loader) if text else None  # noqa: S506 - a SafeLoader subclass
-    except (yaml.YAMLError, RecursionError):
+        return load_text(text, name="override", dialect=REFERENCE, line_prefix=False)[0] if text else None
+    except YamlError:
         return text
 
 
@@ -168,7 +183,7 @@ def load_reference_recipe(path: Path, overrides: Mapping[str, Any] | None = None
     """(flat, interpolated leaves of the merged recipe with `overrides` (dotted key -> value)
     applied before interpolation, as the reference applies its command line; the files of its
     chain, root first)."""
-    merged, files = _chain(path, ())
+    merged, files = _Chain().load(path, ())
     flat = flatten(merged)
     for key, value in (overrides or {}).items():
         for old in [k for k in flat if k == key or k.startswith(key + ".")]:

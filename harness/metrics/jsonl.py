@@ -3,7 +3,8 @@
 A crash can tear the last line (a prefix of it was written, without its newline): that line is
 dropped with a note, since every earlier step is intact (`harness check` still fails such a run).
 A bad line anywhere else, or a step that does not strictly increase, means the file is corrupt,
-and reading it is an error rather than a guess. The engine cuts the file back to its checkpoint
+and reading it is an error rather than a guess; so is a line that sets a key twice
+(harness.strict_json) or is longer than a metrics line can be. The engine cuts the file back to its checkpoint
 when it resumes, so a resumed run never repeats a step.
 
 Speed matters (`harness check` answers in well under a second on 10,000 steps x 30 metrics), so
@@ -18,7 +19,9 @@ import operator
 from pathlib import Path
 
 from harness.bounded import BoundedReadError, decode_text, read_bytes
+from harness.errors import capped_line, shown
 from harness.metrics.series import Columns, Metrics, MetricsError, as_number
+from harness.strict_json import MAX_LINE_BYTES, DuplicateKeyError, TooManyKeysError, loads, long_line
 
 
 def _step_of(obj: object, path: Path, line: int) -> int:
@@ -28,38 +31,52 @@ def _step_of(obj: object, path: Path, line: int) -> int:
     if type(step) is float and step.is_integer():
         step = int(step)
     if type(step) is not int:
-        raise MetricsError(f"{path}:{line}: 'step' must be an integer, got {step!r}")
+        raise MetricsError(f"{path}:{line}: 'step' must be an integer, got {shown(step)}")
     return step
 
 
-def _loads(path: Path, line: int, text: str) -> object:
+def _loads(path: Path, line: int, text: str, *, last_torn: bool) -> object:
+    """One line's value. A line that is not JSON is a MetricsError; when `last_torn` (the file's
+    last line, without its newline) it may be a torn write instead: _Torn. A duplicate key or
+    too many keys is never a tear: the line is whole."""
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
+        if last_torn:
+            raise _Torn from None
         raise MetricsError(f"{path}:{line}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
-        raise MetricsError(f"{path}:{line}: not readable as numbers ({exc})") from None
+    except DuplicateKeyError as exc:
+        raise MetricsError(f"{path}:{line}: duplicate key {shown(exc.key)}: a metrics line sets each metric "
+                           "once") from None
+    except TooManyKeysError as exc:
+        raise MetricsError(f"{path}:{line}: {exc}: not a metrics line") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise MetricsError(f"{path}:{line}: not readable as numbers ({capped_line(str(exc), 200)})") from None
+    except RecursionError:
+        raise MetricsError(f"{path}:{line}: nested too deeply") from None
+
+
+class _Torn(Exception):  # noqa: N818 - the last line is a torn write, not an error
+    pass
 
 
 def _parse_lines(path: Path, lines: list[str], numbered: list[int], text: str, notes: list[str]) -> list:
     """All lines in one C-level parse; on any error, line by line to find (or forgive) the bad one."""
     try:
-        objs = json.loads("[" + ",".join(lines[i - 1] for i in numbered) + "]")
+        objs = loads("[" + ",".join(lines[i - 1] for i in numbered) + "]")
         if len(objs) == len(numbered):  # else a line held more than one value: find it below
             return objs
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     ends_clean = text.endswith("\n") or not text
     objs = []
     for line in numbered:
         try:
-            objs.append(_loads(path, line, lines[line - 1]))
-        except MetricsError:
-            if line == numbered[-1] and not ends_clean:
-                notes.append(f"{path}:{line}: ignored a torn last line (the run stopped mid-write)")
-                del numbered[-1]
-                break
-            raise
+            objs.append(_loads(path, line, lines[line - 1], last_torn=line == numbered[-1] and not ends_clean))
+        except _Torn:
+            notes.append(f"{path}:{line}: ignored a torn last line (the run stopped mid-write)")
+            del numbered[-1]
+            break
     return objs
 
 
@@ -79,7 +96,7 @@ def _clean_records(raw: bytes) -> tuple[list[dict], list[int]] | None:
         return None
     try:
         array = b"".join((b"[", memoryview(raw.replace(b"\n", b","))[:-1], b"]"))  # 2 copies of the file, not 3
-        objs = json.loads(array.decode("utf-8"))  # strict, as decode_text: no lone surrogates
+        objs = loads(array.decode("utf-8"))  # strict, as decode_text: no lone surrogates
         steps = list(map(_STEP, objs))
     except (ValueError, RecursionError, TypeError, KeyError):  # bad JSON or UTF-8, a blank line; a non-object; no step
         return None
@@ -141,13 +158,18 @@ def _by_column(objs: list[dict], steps: list[int], rows: dict[str, dict[int, flo
             rows.setdefault(name, {}).update(pairs)
 
 
-def read_jsonl(path: str | Path) -> Metrics:
-    """Read a metrics.jsonl file into Metrics. Raises MetricsError naming file:line."""
+def read_jsonl(path: str | Path, *, follow_symlinks: bool = True) -> Metrics:
+    """Read a metrics.jsonl file into Metrics. Raises MetricsError naming file:line.
+    A run dir's own file is read with follow_symlinks=False (harness.bounded)."""
     path = Path(path)
     try:
-        raw = read_bytes(path, kind="metrics")
+        raw = read_bytes(path, kind="metrics", follow_symlinks=follow_symlinks)
     except BoundedReadError as exc:
         raise MetricsError(f"cannot read {exc}") from None
+    long = long_line(raw)
+    if long is not None:  # before parsing: the decoder builds a line's object before anything can count its keys
+        raise MetricsError(f"{path}:{long}: a line of more than {MAX_LINE_BYTES} bytes (a metrics line is "
+                           "a few KiB); not read")
     notes: list[str] = []
     objs, steps = _records(path, raw, notes)
     names = None if notes else _uniform_names(objs)

@@ -32,17 +32,22 @@ def _read_file(path: Path, fmt: str) -> Metrics:
     return read_event_files([path], source=str(path))
 
 
+def _present(path: Path) -> bool:
+    return path.exists() or path.is_symlink()   # a dangling symlink too: refused, not passed over
+
+
 def _read_dir(run_dir: Path, fmt: str | None) -> Metrics:
     # exists(), not is_file(): a FIFO or device in a metrics file's place is read, and refused
     # with its reason by harness.bounded, rather than passed over for another format.
-    if fmt in (None, "jsonl") and (run_dir / JSONL_NAME).exists():
-        return read_jsonl(run_dir / JSONL_NAME)
+    # A run dir's files are read as they are: one that is a symlink (to another run's) is refused.
+    if fmt in (None, "jsonl") and _present(run_dir / JSONL_NAME):
+        return read_jsonl(run_dir / JSONL_NAME, follow_symlinks=False)
     if fmt in (None, "tensorboard"):
         events = find_event_files(run_dir)
         if events:
-            return read_event_files(events, source=str(run_dir))
-    if fmt in (None, "reference_json") and (run_dir / REFERENCE_NAME).exists():
-        return read_reference_json(run_dir / REFERENCE_NAME)
+            return read_event_files(events, source=str(run_dir), follow_symlinks=False)
+    if fmt in (None, "reference_json") and _present(run_dir / REFERENCE_NAME):
+        return read_reference_json(run_dir / REFERENCE_NAME, follow_symlinks=False)
     looked = {"jsonl": JSONL_NAME, "tensorboard": EVENT_GLOB, "reference_json": REFERENCE_NAME}
     wanted = [looked[fmt]] if fmt else list(looked.values())
     raise MetricsError(f"{run_dir}: no metrics found (looked for {', '.join(wanted)})")

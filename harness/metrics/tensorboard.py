@@ -62,8 +62,9 @@ def _scalar(value) -> float | None:
     return None
 
 
-def read_event_files(paths: list[Path], *, source: str) -> Metrics:
-    """Merge the scalar summaries of event files (in name order; a later file wins a step)."""
+def read_event_files(paths: list[Path], *, source: str, follow_symlinks: bool = True) -> Metrics:
+    """Merge the scalar summaries of event files (in name order; a later file wins a step).
+    A run dir's own files are read with follow_symlinks=False (harness.bounded)."""
     try:
         from tensorboard.compat.proto import event_pb2
     except ImportError:
@@ -75,7 +76,7 @@ def read_event_files(paths: list[Path], *, source: str) -> Metrics:
     notes: list[str] = []
     for path in paths:
         try:
-            data = read_bytes(path, kind="events")
+            data = read_bytes(path, kind="events", follow_symlinks=follow_symlinks)
         except BoundedReadError as exc:
             raise MetricsError(f"cannot read {exc}") from None
         for index, record in enumerate(_records(data, path, notes)):

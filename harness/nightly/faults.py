@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.bounded import read_json_object
 from harness.suites.model import Expect
 
 TOKEN_ENV = "HARNESS_NIGHTLY_TOKEN"
@@ -110,14 +111,12 @@ def leftovers(token: str, *, wait_s: float | None = None) -> list[str]:
 
 def observe(run_dir: Path, *, exit_code: int) -> dict[str, Any]:
     """The verdict of a run dir as an Expect compares it."""
+    status = read_json_object(run_dir / "status.json", kind="status") or {}
+    result = read_json_object(run_dir / "result.json", kind="json")
     try:
-        status = json.loads((run_dir / "status.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        status = {}
-    try:
-        result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
-        failed = sorted(str(v["name"]) for v in result.get("verdicts", []) if not v.get("ok"))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        failed = None if result is None else sorted(str(v["name"]) for v in result.get("verdicts", [])
+                                                    if not v.get("ok"))
+    except (KeyError, TypeError, AttributeError):
         failed = None
     return {"exit": exit_code, "state": status.get("state"), "engine_exit": status.get("exit_code"),
             "dead_worker": status.get("dead_worker"), "failed_checks": failed,

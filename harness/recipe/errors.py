@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import UserError
+from harness.errors import UserError, capped_line
+from harness.errors import dotted as dotted
 
 
 class RecipeError(UserError):
@@ -25,10 +26,10 @@ class RecipeError(UserError):
     """
 
     def __init__(self, message: str, *, where: str = "", key: str = "", suggestion: str | None = None):
-        self.message = _one_line(message)
-        self.where = _one_line(where)
-        self.key = _one_line(key)
-        self.suggestion = suggestion
+        self.message = capped_line(str(message), 600)   # each part capped: a value we echo may be hostile
+        self.where = capped_line(str(where), 300)
+        self.key = capped_line(str(key), 200)
+        self.suggestion = None if suggestion is None else capped_line(str(suggestion), 100)
         super().__init__(str(self))
 
     def __str__(self) -> str:
@@ -37,10 +38,6 @@ class RecipeError(UserError):
         if self.suggestion is not None:
             text += f" (did you mean '{self.suggestion}'?)"
         return text
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def nearest(word: object, choices: Iterable[object], *, cutoff: float = 0.6) -> str | None:
@@ -57,17 +54,6 @@ def display_path(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
         return str(path)
-
-
-def dotted(keys: Iterable[object]) -> str:
-    """("policy", "parallel", "tp") -> "policy.parallel.tp"; list indices as "[1]"."""
-    text = ""
-    for key in keys:
-        if isinstance(key, int):
-            text += f"[{key}]"
-        else:
-            text += ("." if text else "") + str(key)
-    return text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,7 +81,7 @@ class Origin:
 
     @classmethod
     def override(cls, text: str, recipe: Path, *, base_dir: Path | None = None) -> Origin:
-        label = f"override '{text}'"
+        label = f"override '{capped_line(text, 200)}'"
         return cls(label=label, where=f"{display_path(recipe)}: {label}",
                    base_dir=base_dir or Path(os.getcwd()))
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.dir_path import dir_problem
 from harness.recipe import schema, secret_env
 from harness.recipe.defaults import load_chain
 from harness.recipe.errors import Origin, RecipeError, display_path, dotted, nearest
@@ -71,6 +72,7 @@ def load_recipe(path: str | os.PathLike, overrides: Sequence[str] = (), *, scale
         if entries and name != scale:
             build(name)                  # only validated: the twin must stay runnable
     _check_variants(final)
+    _check_run_dir(final)
     _resolve_paths(final)
     provenance = {dotted(p): final.origin_of(p).label for p in leaves(final.data)}
     return Resolved(data=final.data, provenance=provenance, source=source, scale=scale,
@@ -103,6 +105,17 @@ def _validate(tree: Tree) -> None:
         origin = tree.origin_of(path)
         raise RecipeError(message, where=origin.where if origin else "",
                           key=origin.key(path) if origin else dotted(path))
+
+
+def _check_run_dir(tree: Tree) -> None:
+    """`run_dir: /dev/null/x` failed at mkdir, after planning, as an internal error."""
+    run_dir = tree.data.get("run_dir")
+    if run_dir is None:
+        return
+    problem = dir_problem(run_dir, child_bytes=len(tree.data["name"]) + 24, writable=False)
+    if problem is not None:
+        origin = tree.origin_of(("run_dir",))
+        raise RecipeError(f"the folder for run dirs {problem}", where=origin.where if origin else "", key="run_dir")
 
 
 def _check_variants(tree: Tree) -> None:

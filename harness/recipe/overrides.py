@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.recipe import schema
+from harness.errors import shown
+from harness.recipe import schema, secret_env
 from harness.recipe.errors import Origin, RecipeError, nearest
 from harness.recipe.tree import Tree
 from harness.recipe.yamlsafe import parse_text
@@ -28,7 +29,7 @@ _MISSING = object()
 
 @dataclass(frozen=True, kw_only=True)
 class Override:
-    text: str
+    text: str       # as errors and provenance show it: a secret's value is redacted
     keys: tuple[str, ...]
     value: object
     add: bool
@@ -39,23 +40,60 @@ def split_key(key: str, *, where: str) -> tuple[str, ...]:
     keys = tuple(key.split("."))
     for segment in keys:
         if not _SEGMENT.fullmatch(segment):
-            raise RecipeError(f"invalid key path {key!r} (segments are letters, digits, '_' and '-', "
+            raise RecipeError(f"invalid key path {shown(key)} (segments are letters, digits, '_' and '-', "
                               "joined by '.')", where=where)
     return keys
 
 
 def parse_override(text: str, *, recipe: Path) -> Override:
-    """Parse one command-line override; syntax errors name the override."""
-    where = Origin.override(text, recipe).where
+    """Parse one command-line override; syntax errors name the override, a secret's value redacted.
+
+    The key is checked before anything repeats the text, so that an override of a secret
+    (`++env.MY_PASSWORD=*pw`, which YAML cannot read) never shows its value.
+    """
     add = text.startswith("++")
     body = text[2:] if add else text
+    key, sep, raw = body.partition("=")
+    keys = _keys(key) if sep else None
+    if keys is not None and secret_env.is_secret_key(keys):
+        text = f"{text[: len(text) - len(body)]}{key}={secret_env.REDACTED}"
+    where = Origin.override(text if sep else _REDACTED_TEXT, recipe).where
     if body[:1] in ("+", "~"):
         raise RecipeError("only 'a.b=c' (set) and '++a.b=c' (add) are supported", where=where)
-    key, sep, raw = body.partition("=")
-    if not sep or not key.strip():
+    if not sep or not key.strip():   # no '=': the text may be a mistyped secret, so it is not shown
         raise RecipeError("expected KEY=VALUE, e.g. policy.micro_batch_size=4", where=where)
     keys = split_key(key.strip(), where=where)
-    return Override(text=text, keys=keys, value=parse_text(raw, where=where), add=add)
+    value = _secret_value(raw, where, keys) if secret_env.is_secret_key(keys) else parse_text(raw, where=where)
+    return Override(text=text, keys=keys, value=value, add=add)
+
+
+def _secret_value(raw: str, where: str, keys: tuple[str, ...]) -> object:
+    """A secret's override value, parsed so that no error repeats any of it (docs/recipes.md).
+
+    One entry (`++env.MY_PASSWORD=...`) is YAML when it reads whole as text or as
+    `{from_env: ...}`, else the text as written (`*pw`, `1234`, `pw #tail`, `{pw: 1}`). A whole
+    env mapping (`++env={...}`) must be YAML; when it is not, the YAML error is not shown.
+    """
+    try:
+        value = parse_text(raw, where=where)
+    except RecipeError:
+        if keys in secret_env.SCOPES:
+            raise RecipeError("not a YAML mapping (the reason is not shown: the text may hold a secret)",
+                              where=where) from None
+        return raw
+    if keys in secret_env.SCOPES:
+        return value
+    return value if isinstance(value, str) or (isinstance(value, dict) and set(value) == {"from_env"}) else raw
+
+
+_REDACTED_TEXT = "<not shown: no '='>"
+
+
+def _keys(key: str) -> tuple[str, ...] | None:
+    try:
+        return split_key(key.strip(), where="")
+    except RecipeError:
+        return None
 
 
 def apply(tree: Tree, keys: tuple[str, ...], value: object, origin: Origin, *, mode: str,

@@ -16,6 +16,8 @@ from importlib import resources
 
 from jsonschema.exceptions import ValidationError
 
+from harness.errors import shown
+from harness.recipe import secret_env
 from harness.recipe.errors import Origin, RecipeError, dotted, nearest
 from harness.recipe.scales import SCALES
 from harness.recipe.tree import Tree
@@ -111,7 +113,7 @@ def to_recipe_error(error: ValidationError, tree: Tree) -> RecipeError:
         if len(fits) == 1 and inner:
             return to_recipe_error(sorted(inner, key=lambda e: e.validator != "additionalProperties")[0], tree)
         words = " or ".join(_describe(branch) for branch in value)
-        return _error(tree, path, f"must be {words}, not {_show(instance)}")
+        return _error(tree, path, f"must be {words}, not {_show(instance, path)}")
     if kind == "additionalProperties":
         props = error.schema.get("properties", {})
         extra = next(k for k in instance if k not in props)
@@ -129,23 +131,26 @@ def to_recipe_error(error: ValidationError, tree: Tree) -> RecipeError:
 
 def _message(error: ValidationError) -> str:
     kind, value, instance = error.validator, error.validator_value, error.instance
+    path = tuple(error.absolute_path)
     why = f" ({error.schema['description']})" if "then" in error.schema_path else ""
     if kind == "type":
         types = value if isinstance(value, list) else [value]
-        return f"must be {' or '.join(_TYPE_WORDS[t] for t in types)}, not {_show(instance)}"
+        return f"must be {' or '.join(_TYPE_WORDS[t] for t in types)}, not {_show(instance, path)}"
     if kind == "enum":
-        return f"must be one of {', '.join(_show(v) for v in value)}, not {_show(instance)}"
+        return f"must be one of {', '.join(_show(v) for v in value)}, not {_show(instance, path)}"
     if kind == "const":
-        return f"must be {_show(value)}, not {_show(instance)}"
+        return f"must be {_show(value)}, not {_show(instance, path)}"
     bounds = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
     if kind in bounds:
-        return f"must be {bounds[kind]} {value}, not {_show(instance)}{why}"
+        return f"must be {bounds[kind]} {value}, not {_show(instance, path)}{why}"
     if kind == "pattern":
-        return f"must match {value}, not {_show(instance)}"
+        return f"must match {value}, not {_show(instance, path)}"
     if kind == "format":
-        return f"must not hold control characters (newline, tab, escape...), not {_show(instance)}"
+        return f"must not hold control characters (newline, tab, escape...), not {_show(instance, path)}"
     if kind == "minLength":
         return "must not be empty"
+    if kind == "maxLength":
+        return f"must be at most {value} characters, not {len(instance)}"
     if kind in ("minItems", "maxItems"):
         return f"must have {'at least' if kind == 'minItems' else 'at most'} {value} items, not {len(instance)}"
     if kind == "minProperties":
@@ -174,7 +179,10 @@ def _describe(branch: dict) -> str:
     return _TYPE_WORDS.get(branch.get("type", ""), "a value")
 
 
-def _show(value: object) -> str:
+def _show(value: object, path: tuple = ()) -> str:
+    """How an error names a value: capped, and never a secret's (harness.recipe.secret_env)."""
+    if path and all(isinstance(p, str) for p in path) and secret_env.is_secret_key(path):
+        return f"{secret_env.REDACTED} (a secret's value is not shown)"
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -183,4 +191,4 @@ def _show(value: object) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return repr(value)
+    return shown(value)

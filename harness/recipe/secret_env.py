@@ -122,3 +122,12 @@ def scrub(text: str, values: Iterable[str]) -> str:
     for value in values:
         text = text.replace(value, REDACTED)
     return text
+
+
+def is_secret_key(keys: tuple[str, ...]) -> bool:
+    """Whether an override of `keys` may carry a secret: a secret-named entry of an env mapping,
+    or a whole env mapping (its values are not looked at: the text may not even parse)."""
+    for scope in SCOPES:
+        if keys[: len(scope)] == scope:
+            return len(keys) == len(scope) or bool(SECRET_NAME.search(keys[len(scope)]))
+    return False

@@ -6,6 +6,7 @@ the same directory, are flushed to disk, and then replace the target with `os.re
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -17,35 +18,56 @@ if TYPE_CHECKING:
     from typing import IO, Any
 
 
-def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
-    """Calls `write(file)` on a temporary file next to `path`, then renames it onto `path`."""
+def write_atomic(path: Path, write: Callable[[IO[bytes]], None], *, follow_parent: bool = True) -> Path:
+    """Calls `write(file)` on a temporary file next to `path`, then renames it onto `path`.
+
+    Both happen in the directory opened once (a dir fd), and the rename replaces a symlink at
+    `path` rather than writing through it. With follow_parent=False that directory must not be
+    a symlink itself: a run dir's `plots -> /elsewhere` got PNGs written (and overwritten) there.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _temp_beside(path)
+    dir_fd = _open_dir(path.parent, follow=follow_parent)
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        fd, tmp = _temp_beside(path.name, dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except FileNotFoundError:  # renamed already, or never made
+                pass
+            raise
+    finally:
+        os.close(dir_fd)
     return path
 
 
-def _temp_beside(path: Path) -> tuple[int, str]:
-    """A new file `.NAME.<random>.tmp` in path's directory, opened for writing, mode 0600: what
-    tempfile.mkstemp makes, without importing tempfile and random on every `harness check`."""
+def _open_dir(path: Path, *, follow: bool) -> int:
+    flags = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    try:
+        return os.open(path, flags)
+    except OSError as exc:
+        if not follow and exc.errno in (errno.ELOOP, errno.ENOTDIR) and path.is_symlink():
+            raise OSError(exc.errno, f"{path} is a symlink: nothing is written through it") from None
+        raise
+
+
+def _temp_beside(name: str, dir_fd: int) -> tuple[int, str]:
+    """A new file `.NAME.<random>.tmp` in the directory `dir_fd`, opened for writing, mode 0600:
+    what tempfile.mkstemp makes, without importing tempfile and random on every `harness check`."""
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     for _ in range(100):
-        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        tmp = f".{name}.{os.urandom(6).hex()}.tmp"
         try:
-            return os.open(tmp, flags, 0o600), tmp
+            return os.open(tmp, flags, 0o600, dir_fd=dir_fd), tmp
         except FileExistsError:
             continue
-    raise FileExistsError(f"{path.parent}: no free temporary name for {path.name}")
+    raise FileExistsError(f"no free temporary name for {name}")
 
 
 def write_text_atomic(path: Path, text: str) -> Path:

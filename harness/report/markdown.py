@@ -116,6 +116,8 @@ def plot_section(
     """Draws plots/<metric>.png for every checked metric; returns the Markdown that embeds them."""
     lines: list[str] = []
     used: set[str] = set()
+    if (run_dir / "plots").is_symlink():   # draw_metric would refuse each plot; say it once
+        return [f"No plots: {run_dir / 'plots'} is a symlink, and nothing is written through one."]
     for metric in checked_metrics(verdicts, specs):
         series = metrics.get(metric) or {}
         if not series:

@@ -65,7 +65,7 @@ def draw_metric(
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", fontsize="small")  # "best" scans every point: slow on long runs
     fig.tight_layout()
-    return write_atomic(Path(path), lambda f: fig.savefig(f, format="png"))
+    return write_atomic(Path(path), lambda f: fig.savefig(f, format="png"), follow_parent=False)
 
 
 MAX_POINTS = 2000

@@ -608,4 +608,4 @@ def test_not_a_checkout(tmp_path: Path, capsys) -> None:
 
 def test_recipe_not_yaml(checkout: Path, capsys) -> None:
     (checkout / "examples/configs/grpo_base.yaml").write_text("grpo: [unclosed\n")
-    _exit_2_one_line(["import", "reference", str(checkout)], capsys, "grpo_base.yaml:2: not YAML")
+    _exit_2_one_line(["import", "reference", str(checkout)], capsys, "grpo_base.yaml:2: YAML syntax error")

@@ -30,10 +30,10 @@ class Killed(BaseException):
 def killed_before_status_rename(monkeypatch):
     real = os.replace
 
-    def replace(src, dst):
+    def replace(src, dst, **dir_fds):
         if Path(dst).name == "status.json":
             raise Killed
-        return real(src, dst)
+        return real(src, dst, **dir_fds)
 
     monkeypatch.setattr(atomic.os, "replace", replace)
 

@@ -62,7 +62,7 @@ def test_hardware_as_a_single_string(tmp_path):
     (GOOD.replace("max(x) > 0", "__import__(os)"), "t.yaml:4: check 'a': unknown function '__import__'"),
     (GOOD + "    color: red\n",
      "t.yaml:7: unknown key 'color' in checks[0] (allowed: name, expr, why, since, hardware)"),
-    (GOOD + "    why: again\n", "t.yaml:7: duplicate key 'why' in checks[0]"),
+    (GOOD + "    why: again\n", "t.yaml:7: checks[0].why: duplicate key (first set on line 5)"),
     (GOOD + "  - name: a\n    expr: 'max(y) > 0'\n    why: w\n    since: 2026-11-30\n",
      "t.yaml:7: duplicate check name 'a' (first at line 3)"),
     (GOOD + "    hardware: []\n", "t.yaml:7: check 'a'.hardware must be a non-empty list"),
@@ -73,10 +73,11 @@ def test_hardware_as_a_single_string(tmp_path):
     (GOOD + "extra: 1\n", "t.yaml:7: unknown key 'extra' in the thresholds file (allowed: recipe, checks)"),
     ("recipe: r\nchecks: []\n", "t.yaml:2: checks must be a non-empty list"),
     ("recipe: r\nchecks:\n  - just text\n", "t.yaml:3: checks[0] must be a mapping"),
-    ("- a\n", "t.yaml:1: the thresholds file must be a mapping"),
-    ("", "t.yaml:1: empty thresholds file"),
-    ("recipe: [\n", "t.yaml:2: not valid YAML"),
-    ("recipe: !!python/object:os.system x\nchecks: []\n", "t.yaml:1: could not determine a constructor"),
+    ("- a\n", "t.yaml:1: the thresholds file must be a YAML mapping, not a list"),
+    ("", "t.yaml:1: empty file: the thresholds file is a YAML mapping"),
+    ("recipe: [\n", "t.yaml:2: YAML syntax error"),
+    ("recipe: !!python/object:os.system x\nchecks: []\n",
+     "t.yaml:1: recipe: unsupported YAML type 'python/object:os.system'"),
 ])
 def test_problems_name_file_and_line(tmp_path, text, message):
     with pytest.raises(ThresholdFileError) as info:
