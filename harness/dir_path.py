@@ -36,7 +36,10 @@ def dir_problem(text: str, *, child_bytes: int = 0, writable: bool = True) -> st
         return f"is longer than {MAX_PATH_BYTES} bytes"
     if any(len(part) > MAX_PART_BYTES for part in raw.split(b"/")):
         return f"{shown(text)} has a part longer than {MAX_PART_BYTES} bytes"
-    path = Path(text).expanduser()
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # `~name` of no known user: pathlib cannot find that home
+        return f"{shown(text)} names the home of no user known here"
     ancestor = path
     while not os.path.lexists(ancestor):
         ancestor = ancestor.parent
