@@ -497,6 +497,7 @@ def arm_private_auth() -> None:
 def main(argv: list[str] | None = None) -> int:
     arm_private_auth()
     args = parse_args(argv)
+    secret_env.take_env_file(os.environ)  # a Ray job's env values (harness/launch/ray_job.py), before any read
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     run_dir = Path(args.out)
     try:

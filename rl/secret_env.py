@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 REDACTED = "<redacted>"
+# A Ray job (harness run --ray-address) names here a 0600 file of its env values in the run dir,
+# so that they travel in no runtime_env (Ray logs those and puts them on worker command lines).
+ENV_FILE = "RL_ENV_FILE"
 # Where a recipe holds env mappings: the engine's and every worker's, then one role's workers' (RunConfig.worker_env).
 SCOPES = ("env", "policy.env", "generation.env")
 
@@ -73,3 +76,26 @@ def digest(salt: str, value: str | None) -> str | None:
 def hidden_names(env: Mapping[str, Any] | None) -> list[str]:
     """The names of a recipe env's pass-through entries (`<redacted>` or `{from_env: true}`)."""
     return [name for name, value in (env or {}).items() if _from_env(value)]
+
+
+def take_env_file(environ: dict[str, str]) -> list[str]:
+    """Move the values of the file `environ[ENV_FILE]` names into `environ`, then delete the file
+    (read once, by the engine's driver); the names it set. Without ENV_FILE, nothing."""
+    import json
+    import os
+
+    path = environ.pop(ENV_FILE, None)
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
+    finally:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    if not isinstance(values, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
+        raise ValueError(f"{ENV_FILE}: {path} is not a JSON object of strings")
+    environ.update(values)
+    return sorted(values)

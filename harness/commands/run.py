@@ -121,6 +121,7 @@ def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: boo
         run_dir = run_dir.resolve()  # the job runs elsewhere: only an absolute path means the same dir
         command = ray_job_command(engine_command(recipe, run_dir) + (["--resume"] if resume else []),
                                   address=ray_address, working_dir=REPO_ROOT, env_names=names,
+                                  env_file=run_dir / ".job-env.json",
                                   submission_id=f"harness-{recipe['name']}-{time.strftime('%Y%m%d-%H%M%S')}-"
                                                 f"{secrets.token_hex(3)}")
     result = launch(

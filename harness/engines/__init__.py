@@ -34,12 +34,13 @@ def engine_command(recipe: Mapping, run_dir: Path) -> list[str]:
 
 
 def ray_job_command(engine_argv: list[str], *, address: str, working_dir: Path, env_names: list[str],
-                    submission_id: str) -> list[str]:
+                    submission_id: str, env_file: Path) -> list[str]:
     """The submitter (harness/launch/ray_job.py) that runs `engine_argv` as a Ray job at `address`;
-    the env variables are named here, their values reach it through its environment."""
+    the env variables are named here, their values reach it through its environment and the job
+    through `env_file` (in the shared run dir), never its runtime_env."""
     names = [part for name in env_names for part in ("--env", name)]
     return [sys.executable, "-m", "harness.launch.ray_job", "--address", address, "--working-dir", str(working_dir),
-            "--submission-id", submission_id, *names, "--", *engine_argv]
+            "--submission-id", submission_id, "--env-file", str(env_file), *names, "--", *engine_argv]
 
 
 def preflight_command(recipe_files: list[str], *, machine: bool) -> list[str]:

@@ -6,10 +6,15 @@
 The launcher (harness/launch/runner.py) starts this submitter in place of the engine, so
 engine.log, the progress bar (metrics.jsonl in the run dir), the time limit and Ctrl-C work as
 for a local engine: the submitter submits ENGINE ARGV through Ray's JobSubmissionClient with a
-runtime_env of the working dir (the project's code) and the named env variables (the recipe's
-env, values from this process's environment, never on a command line), prints the job's log
+runtime_env of the working dir (the project's code), prints the job's log
 as it grows, and exits with the engine's exit code. SIGINT or SIGTERM stops the job
 (`stop_job`) and waits until Ray reports it ended, so a stopped harness leaves no job running.
+
+The named env variables (the recipe's env, secrets among them; values from this process's
+environment, never on a command line) travel in no runtime_env, which Ray writes into its logs and
+its workers' command lines: they go into `--env-file`, created 0600 in the run dir, whose path
+alone the job's env names (RL_ENV_FILE); the engine's driver reads and deletes it at start
+(rl/secret_env.py), and the submitter deletes it when the job ends if the engine never did.
 
 The run dir travels by path: the engine writes it where the harness reads it, so it must be on
 a filesystem the head node shares (the harness fails the run, fail closed, when nothing came
@@ -19,6 +24,8 @@ back). The entrypoint runs the cluster's `python`, which needs the engine's depe
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shlex
 import signal
@@ -37,6 +44,7 @@ EXIT_STOPPED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 # Ray says so in this message (HTTP 500) and asks to try again; anything else is final.
 AGENT_NOT_UP = "No available agent to submit job"
 AGENT_WAIT_S = 60.0
+ENV_FILE = "RL_ENV_FILE"  # the engine's name for it (rl/secret_env.py; the two packages share no code)
 
 
 class Stop(BaseException):
@@ -109,6 +117,19 @@ def submit_and_follow(client: Any, *, argv: Sequence[str], working_dir: str, env
     return int(code)
 
 
+def hand_over(values: dict[str, str], env_file: str | None) -> dict[str, str]:
+    """The job's runtime_env variables: with `env_file`, only its path (the values written there,
+    0600, created afresh); without one, none (a job of no recipe env)."""
+    if not values:
+        return {}
+    if not env_file:
+        raise ValueError("env values for a Ray job need --env-file (they never travel in its runtime_env)")
+    fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(values, f)
+    return {ENV_FILE: env_file}
+
+
 def job_client(address: str) -> Any:
     """Ray's JobSubmissionClient (imported here: the harness needs Ray only for a Ray job)."""
     from ray.job_submission import JobSubmissionClient
@@ -122,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--working-dir", required=True, help="the project's code, shipped as the job's runtime_env")
     parser.add_argument("--env", action="append", default=[], metavar="NAME",
                         help="an env variable of this process to set in the job")
+    parser.add_argument("--env-file", help="where to hand the --env values over (0600; a path the cluster shares)")
     parser.add_argument("--submission-id", help="the job's id (default: Ray's)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the engine's argv")
     args = parser.parse_args(argv)
@@ -131,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         client = job_client(args.address)
-        env_vars = {name: os.environ[name] for name in args.env if name in os.environ}
+        values = {name: os.environ[name] for name in args.env if name in os.environ}
+        env_vars = hand_over(values, args.env_file)
         return submit_and_follow(client, argv=command, working_dir=args.working_dir, env_vars=env_vars,
                                  submission_id=args.submission_id)
     except Stop as stop:  # before the job existed
@@ -142,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if args.env_file:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(args.env_file)
 
 
 if __name__ == "__main__":

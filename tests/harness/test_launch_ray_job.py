@@ -115,8 +115,9 @@ def test_ray_address_picks_jobs_only_for_a_dashboard_url(monkeypatch):
 
 def test_the_submitter_command_names_env_variables_never_their_values():
     cmd = ray_job_command(["python", "-m", "rl.run"], address="http://h:8265", working_dir=Path("/repo"),
-                          env_names=["HF_TOKEN"], submission_id="harness-x")
+                          env_names=["HF_TOKEN"], submission_id="harness-x", env_file=Path("/shared/d/.job-env.json"))
     assert cmd[1:3] == ["-m", "harness.launch.ray_job"]
+    assert cmd[cmd.index("--env-file") + 1] == "/shared/d/.job-env.json"
     assert cmd[cmd.index("--env") + 1] == "HF_TOKEN" and cmd[cmd.index("--") + 1:] == ["python", "-m", "rl.run"]
 
 
@@ -152,3 +153,37 @@ def test_any_other_refusal_and_a_head_that_never_gets_its_agent_are_final(monkey
     with pytest.raises(RuntimeError, match="No available agent"):
         follow(never)
     assert never.tries == 1
+
+
+def test_env_values_reach_the_job_through_a_0600_file_never_its_runtime_env(tmp_path, monkeypatch):
+    """A runtime_env's variables are in Ray's logs and its workers' command lines: the secret goes
+    into the run dir's hand-over file, the runtime_env names that file alone; the engine's driver
+    takes the values and deletes the file (rl.secret_env.take_env_file)."""
+    from rl import secret_env  # the engine's side of the same contract (a test may import both)
+
+    client, env_file = FakeClient(), tmp_path / ".job-env.json"
+    seen: dict = {}
+
+    def submit(**kwargs):
+        seen["mode"] = env_file.stat().st_mode & 0o777
+        seen["environ"] = dict(kwargs["runtime_env"]["env_vars"])
+        secret_env.take_env_file(seen["environ"])
+        return FakeClient.submit_job(client, **kwargs)
+
+    client.submit_job = submit
+    monkeypatch.setattr(ray_job, "job_client", lambda address: client)
+    monkeypatch.setenv("HF_TOKEN", "hf_zzsecret9")
+    code = ray_job.main(["--address", "http://h:8265", "--working-dir", ".", "--env-file", str(env_file),
+                         "--env", "HF_TOKEN", "--", "python", "-m", "rl.run"])
+    assert code == 0
+    assert client.submitted["runtime_env"]["env_vars"] == {"RL_ENV_FILE": str(env_file)}
+    assert "zzsecret" not in repr(client.submitted)
+    assert seen == {"mode": 0o600, "environ": {"HF_TOKEN": "hf_zzsecret9"}}
+    assert not env_file.exists()
+
+
+def test_env_values_without_a_hand_over_file_are_refused(monkeypatch, capsys):
+    monkeypatch.setattr(ray_job, "job_client", lambda address: FakeClient())
+    monkeypatch.setenv("HF_TOKEN", "hf_zzsecret9")
+    assert ray_job.main(["--address", "http://h:8265", "--working-dir", ".", "--env", "HF_TOKEN", "--", "true"]) == 1
+    assert "need --env-file" in capsys.readouterr().err
