@@ -14,10 +14,10 @@ is decoded changes none of its draws (its log-probs move by float rounding: anot
 
 Restoring order: the groups' rows, concatenated, are the caller's rows `order[j]`, so the output
 is `out[order[j]] = concat[j]`, a gather with the inverse of `order` (the planted fault
-`generation_bucket_reorder` gathers with `order` itself). The result is then checked against the
-caller's own inputs, independently of the index arithmetic: every row's seed (unique per row),
-prompt length and prompt tokens must be the caller's row's, and one `generation_row_order`
-record a call says so (a mismatch is recorded, then raised).
+`generation_bucket_order_kept` skips it: rows stay in length order). The result is then checked
+against the caller's own inputs, independently of the index arithmetic: every row's seed (unique
+per row), prompt length and prompt tokens must be the caller's row's, and one
+`generation_row_order` record a call says so (a mismatch is recorded, then raised).
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ def restore_order(parts: list[dict[str, torch.Tensor]], groups: list[torch.Tenso
     """The groups' row columns joined and put back in the caller's order, 2-D columns right-padded
     to `width` (input_ids with the pad token, the rest with 0)."""
     order = torch.cat(groups)
-    gather = order if faults.active("generation_bucket_reorder") else torch.argsort(order)  # argsort: the inverse
+    gather = torch.argsort(order)  # the inverse permutation
+    if faults.active("generation_bucket_order_kept"):
+        gather = torch.arange(len(order))
     out = {}
     for name in parts[0]:
         value = {"input_ids": pad_token_id}.get(name, 0)

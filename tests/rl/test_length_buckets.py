@@ -79,7 +79,7 @@ def test_same_seeds_give_the_same_tokens_with_or_without_buckets(mode: str) -> N
 
 
 def test_a_scrambled_restore_fails_the_row_order_record(monkeypatch) -> None:
-    monkeypatch.setenv("RL_FAULTS", "generation_bucket_reorder")
+    monkeypatch.setenv("RL_FAULTS", "generation_bucket_order_kept")
     ids, lengths, seeds = prompts()
     records: list[dict] = []
     with pytest.raises(DataIntegrityError, match="generation_row_order: .* rows out of place"):
