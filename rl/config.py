@@ -149,6 +149,7 @@ class GenerationConfig:
     decode: str = "auto"  # rl.generation.static_decode: "graphs" on a GPU, else "eager"
     max_new_tokens: int = 8
     ignore_eos: bool = False  # every completion runs to max_new_tokens (tasks in rl.envs EOS_FREE_TASKS only)
+    length_buckets: int = 1  # rows decoded in this many groups of similar prompt length (rl.generation.length_buckets)
     temperature: float = 1.0
     env: dict[str, str] = field(default_factory=dict)  # the generation workers' only (RunConfig.worker_env)
 
@@ -405,8 +406,8 @@ def _validate(cfg: RunConfig) -> None:
         if value not in choices:
             raise ValueError(f"{dotted}: {value!r} is not one of {list(choices)}")
     positive = ["cluster.nodes", "cluster.devices_per_node", "policy.micro_batch_size",
-                "generation.max_new_tokens", "algorithm.num_steps", "algorithm.prompts_per_step",
-                "algorithm.generations_per_prompt"]
+                "generation.max_new_tokens", "generation.length_buckets", "algorithm.num_steps",
+                "algorithm.prompts_per_step", "algorithm.generations_per_prompt"]
     for dotted in positive:
         if _lookup(cfg, dotted) < 1:
             raise ValueError(f"{dotted}: must be >= 1, got {_lookup(cfg, dotted)}")
@@ -490,7 +491,7 @@ TEACHER_FAMILIES = ("qwen3_5", "qwen3_5_moe", "llama")
 GRPO_ONLY = ("algorithm.baseline", "algorithm.normalize_rewards", "algorithm.dynamic_sampling",
              "algorithm.loss", "generation.backend", "generation.tp", "generation.colocated",
              "generation.temperature", "generation.decode", "generation.env", "generation.ignore_eos",
-             "data.val_every_steps")
+             "generation.length_buckets", "data.val_every_steps")
 
 
 def _validate_algorithm_sections(cfg: RunConfig) -> None:

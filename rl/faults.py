@@ -10,6 +10,9 @@ each of them is recipes/suites/faults.yaml (docs/nightly.md).
 
 * `dispatch_inverse_reorder`: dp_dispatch restores rows with the permutation itself instead of
   its inverse: the reference's published reorder bug, right only for self-inverse orders.
+* `generation_bucket_order_kept`: length bucketing (`generation.length_buckets`,
+  rl/generation/length_buckets.py) skips the restore, so rows come back in prompt-length order
+  instead of the caller's; the `generation_row_order` invariant must object.
 * `worker_sigkill`: policy rank 1 SIGKILLs itself as its train call of step K starts.
 * `worker_hang`: policy rank 1 sleeps forever as its train call of step K starts (the engine's
   worker timeout, `limits.worker_timeout_s`, must fire and the run must end).
@@ -34,8 +37,8 @@ from __future__ import annotations
 import os
 import signal
 
-KNOWN = frozenset({"dispatch_inverse_reorder", "worker_sigkill", "worker_hang", "nan_loss",
-                   "metrics_enospc", "metrics_torn", "checkpoint_corrupt", "xtoken_sample_mask_ignored",
+KNOWN = frozenset({"dispatch_inverse_reorder", "generation_bucket_order_kept", "worker_sigkill", "worker_hang",
+                   "nan_loss", "metrics_enospc", "metrics_torn", "checkpoint_corrupt", "xtoken_sample_mask_ignored",
                    "xtoken_projection_from_max_index"})
 ENV = "RL_FAULTS"
 

@@ -293,7 +293,8 @@ class Engine:
         else:
             self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=self._generate_fn(gen, tokenizer),
                                      refit=self._refit_fn(gen, ranks, placement), tokenizer=tokenizer, env=env,
-                                     store=self.plane, layout=ImageLayout.of(config))
+                                     store=self.plane, layout=ImageLayout.of(config),
+                                     record_invariant=self._record_invariant)
         if self.ckpt is not None:
             self.driver.cursor = self.ckpt.cursor
 

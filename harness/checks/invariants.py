@@ -64,6 +64,8 @@ def required_checks(recipe: Mapping) -> list[str]:
     required = ["flops_fields"]
     if recipe.get("data_plane", {}).get("backend") == "tq":
         required.append("dispatch_row_order")
+    if recipe.get("generation", {}).get("length_buckets", 1) > 1:  # rows decoded in groups, order restored
+        required.append("generation_row_order")
     if envs(recipe):  # env, policy.env or generation.env
         required.append("env_propagated")
     if recipe.get("algorithm", {}).get("name") == "distill":  # the reference's two loss bugs

@@ -18,9 +18,10 @@ import torch
 from rl.algorithms.advantages import dynamic_sampling_keep, grpo_advantages
 from rl.config import RunConfig
 from rl.generation import Generation, decode_responses, row_seeds
+from rl.generation.length_buckets import decode_in_groups
 from rl.metrics import Timer
 from rl.metrics.mfu import performance_metrics
-from rl.metrics.padding import padding_fractions
+from rl.metrics.padding import SlotCount, decoded_slots, padding_fractions
 from rl.models.image_inputs import ImageLayout, encode_prompts
 
 __all__ = ["GRPODriver", "logprob_digest"]
@@ -54,6 +55,7 @@ class Rollout:
     lengths: torch.Tensor
     truncated: torch.Tensor
     uids: list[str]
+    decoded: SlotCount  # what the decoding loops carried for these rows (every round's, dynamic sampling)
 
 
 class GRPODriver:
@@ -70,11 +72,13 @@ class GRPODriver:
         flops_config: FLOPs shapes of the model.
         layout: how a vision-language model takes images (`ImageLayout.of(model)`); None for text.
         Image columns (`pixel_values`, `image_grid_thw`) then travel with their rows like any other.
+        record_invariant: receives the `generation_row_order` record of each call decoded in
+            groups (`generation.length_buckets` > 1).
     """
 
     def __init__(self, *, cfg: RunConfig, policy: Any, generate: Callable[..., dict],
                  refit: Callable[[int], float], tokenizer: Any, env: Any, store: Any,
-                 layout: ImageLayout | None = None) -> None:
+                 record_invariant: Callable[[dict], None], layout: ImageLayout | None = None) -> None:
         self.cfg = cfg
         self.alg = cfg.algorithm
         self.policy = policy
@@ -84,10 +88,24 @@ class GRPODriver:
         self.env = env
         self.store = store
         self.layout = layout
+        self._record_invariant = record_invariant
         self.loss_cfg = cfg.algorithm.loss
         self.cursor = 0  # batches of prompts drawn so far (the data cursor)
 
     # --- rollout -------------------------------------------------------------------------------
+
+    def _decode(self, prompt_ids: torch.Tensor, *, seeds: torch.Tensor, prompt_lengths: torch.Tensor,
+                images: dict[str, torch.Tensor], **options: Any) -> tuple[dict[str, torch.Tensor], SlotCount]:
+        """The rollouts of one call (Generation columns, caller's order) and the slots they took:
+        one block, or `generation.length_buckets` groups of similar prompt length."""
+        groups = self.cfg.generation.length_buckets
+        if groups == 1:
+            out = self._generate(prompt_ids, seeds=seeds, prompt_lengths=prompt_lengths, **images, **options)
+            return out, decoded_slots(out["lengths"], out["prompt_lengths"])
+        decoded = decode_in_groups(self._generate, prompt_ids, seeds=seeds, prompt_lengths=prompt_lengths,
+                                   images=images, num_groups=groups, pad_token_id=self.tokenizer.pad_token_id,
+                                   record_invariant=self._record_invariant, **options)
+        return decoded.columns, decoded.slots
 
     def _sample_round(self, step: int) -> Rollout:
         G = self.alg.generations_per_prompt
@@ -97,8 +115,8 @@ class GRPODriver:
         prompts = encode_prompts(self.tokenizer, problems, self.layout)
         images = {k: v.repeat_interleave(G, dim=0) for k, v in prompts.columns().items()}
         ids = prompts.input_ids.repeat_interleave(G, dim=0)
-        out = self._generate(ids, seeds=row_seeds(self.alg.seed * 1_000_003 + cursor, len(ids)),
-                             prompt_lengths=prompts.lengths.repeat_interleave(G), **images)
+        out, decoded = self._decode(ids, seeds=row_seeds(self.alg.seed * 1_000_003 + cursor, len(ids)),
+                                    prompt_lengths=prompts.lengths.repeat_interleave(G), images=images)
         gen = Generation.of(out)
         texts = decode_responses(self.tokenizer, gen)
         rewards = torch.tensor([self.env.score(problems[i // G], text) for i, text in enumerate(texts)],
@@ -107,7 +125,7 @@ class GRPODriver:
         columns = {k: out[k] for k in ("input_ids", "attention_mask", "response_mask", "gen_logprobs")}
         columns.update(images)
         return Rollout(columns=columns, rewards=rewards, lengths=out["lengths"],
-                       truncated=out["truncated"], uids=uids)
+                       truncated=out["truncated"], uids=uids, decoded=decoded)
 
     def rollout(self, step: int) -> Rollout:
         """This step's rollouts; with dynamic sampling, groups with zero reward spread are
@@ -120,6 +138,7 @@ class GRPODriver:
         kept: list[tuple[Rollout, int]] = []
         dropped: list[tuple[Rollout, int]] = []
         current = first
+        decoded = first.decoded
         for round_ in range(MAX_SAMPLING_ROUNDS):
             keep = dynamic_sampling_keep(current.rewards, G)
             for g, ok in enumerate(keep.tolist()):
@@ -127,8 +146,9 @@ class GRPODriver:
             if len(kept) >= self.alg.prompts_per_step or round_ == MAX_SAMPLING_ROUNDS - 1:
                 break
             current = self._sample_round(step)
+            decoded = decoded + current.decoded
         chosen = (kept + dropped)[: self.alg.prompts_per_step]
-        return _take_groups(chosen, G)
+        return _take_groups(chosen, G, decoded)
 
     # --- validation ----------------------------------------------------------------------------
 
@@ -137,8 +157,8 @@ class GRPODriver:
         dataset task's validation split), with the weights the generator holds after `step`."""
         problems = self.env.validation_problems()
         prompts = encode_prompts(self.tokenizer, problems, self.layout)
-        out = self._generate(prompts.input_ids, seeds=row_seeds(self.alg.seed, len(problems)),
-                             prompt_lengths=prompts.lengths, temperature=0.0, **prompts.columns())
+        out, _ = self._decode(prompts.input_ids, seeds=row_seeds(self.alg.seed, len(problems)),
+                              prompt_lengths=prompts.lengths, images=prompts.columns(), temperature=0.0)
         gen = Generation.of(out)
         texts = decode_responses(self.tokenizer, gen)
         rewards = [self.env.score(p, t) for p, t in zip(problems, texts)]
@@ -202,7 +222,7 @@ class GRPODriver:
             "train/num_tokens": int(train["num_tokens"]),
             "train/mean_response_length": float(response_lengths.mean()),
             "train/truncated_fraction": float(ro.truncated.float().mean()),
-            **padding_fractions(ro.lengths, response_lengths),
+            **padding_fractions(ro.lengths, ro.decoded),
             "train/logprob_digest": logprob_digest(lp["prev_logprobs"], mask),
             "total_flops": train["total_flops"],
             "num_ranks": train["num_ranks"],
@@ -235,8 +255,9 @@ def _masked_k3_mean(logp: torch.Tensor, logq: torch.Tensor, mask: torch.Tensor) 
     return float(k3.sum() / mask.sum().clamp(min=1))
 
 
-def _take_groups(chosen: list[tuple[Rollout, int]], G: int) -> Rollout:
-    """A rollout made of whole groups taken from several sampling rounds, in the given order."""
+def _take_groups(chosen: list[tuple[Rollout, int]], G: int, decoded: SlotCount) -> Rollout:
+    """A rollout made of whole groups taken from several sampling rounds, in the given order
+    (`decoded`: what every round's decoding carried)."""
     def rows(r: Rollout, g: int) -> slice:
         return slice(g * G, (g + 1) * G)
 
@@ -248,5 +269,6 @@ def _take_groups(chosen: list[tuple[Rollout, int]], G: int) -> Rollout:
         lengths=torch.cat([r.lengths[rows(r, g)] for r, g in chosen]),
         truncated=torch.cat([r.truncated[rows(r, g)] for r, g in chosen]),
         uids=[u for r, g in chosen for u in r.uids[rows(r, g)]],
+        decoded=decoded,
     )
 

@@ -2,8 +2,10 @@
 
 Operands are zero-padded to a fixed width, so with a one-token-per-character tokenizer every
 prompt of a task has the same token length and a batch of prompts needs no padding (the sampler
-takes prompts of any lengths, but an unpadded batch costs no padded slots). Subtraction orders
-its operands (larger first), so answers are always non-negative digit strings.
+takes prompts of any lengths, but an unpadded batch costs no padded slots). `zero_pad: false`
+writes operands without leading zeros ("7+12="), so prompts differ in length: the mixed-length
+parity recipe's data. Subtraction orders its operands (larger first), so answers are always
+non-negative digit strings.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ class ArithParams:
     max_operand: operands are drawn uniformly from [min_operand, max_operand].
     ops: operators drawn uniformly, a subset of + - *.
     digits: operand width (zero-padded); default: the width of max_operand.
+    zero_pad: false writes operands without leading zeros (prompts of varied length; `digits`
+        is then the widest operand).
     """
 
     max_operand: int = 20
     min_operand: int = 0
     ops: tuple[str, ...] = ("+",)
     digits: int | None = None
+    zero_pad: bool = True
 
     @classmethod
     def from_dict(cls, params: dict) -> "ArithParams":
@@ -59,6 +64,8 @@ class ArithParams:
             raise ValueError(
                 f"task.params.min_operand: {self.min_operand} exceeds max_operand {self.max_operand}"
             )
+        if not isinstance(self.zero_pad, bool):
+            raise ValueError(f"task.params.zero_pad: expected true or false, got {self.zero_pad!r}")
         if self.digits is not None and (not isinstance(self.digits, int) or self.digits < len(str(self.max_operand))):
             raise ValueError(
                 f"task.params.digits: {self.digits!r} cannot hold max_operand {self.max_operand}"
@@ -83,11 +90,11 @@ class ArithEnv:
 
     @property
     def prompt_chars(self) -> int:
-        """Length of every prompt: two operands, an operator and '='."""
+        """Length of the longest prompt (of every prompt, with zero_pad): two operands, an operator and '='."""
         return 2 * self.params.width + 2
 
     def render(self, a: int, op: str, b: int) -> Problem:
-        w = self.params.width
+        w = self.params.width if self.params.zero_pad else 0
         if op == "-" and a < b:
             a, b = b, a
         return Problem(prompt=f"{a:0{w}d}{op}{b:0{w}d}=", answer=str(OPS[op](a, b)))

@@ -94,6 +94,7 @@ class StaticDecoder:
         self.model = model
         self.vision = getattr(model.config, "vision_config", None) is not None
         self.use_graphs = use_graphs
+        self.bucket_rows = use_graphs  # rows padded to `batch_bucket`; a CPU test sets it to run the graphs' layout
         self.device = next(model.parameters()).device
         if use_graphs and self.device.type != "cuda":
             raise ValueError(f"CUDA graphs need a CUDA device, the model is on {self.device}")
@@ -111,7 +112,7 @@ class StaticDecoder:
         B, P = prompt_ids.shape
         prompt_ids = prompt_ids.to(self.device)
         lengths = prompt_lengths_of(prompt_ids, prompt_lengths)
-        Bb = batch_bucket(B) if self.use_graphs else B  # buckets share graphs; without one, no padding
+        Bb = batch_bucket(B) if self.bucket_rows else B  # buckets share graphs; without one, no padding
         prompt = left_pad(prompt_ids, lengths, pad_token_id)
         prompt = LeftPadded(ids=_pad_rows(prompt.ids, Bb, self.device), mask=_pad_rows(prompt.mask, Bb, self.device),
                             lengths=_pad_rows(lengths, Bb, self.device))

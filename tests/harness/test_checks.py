@@ -80,6 +80,12 @@ def test_no_record_of_a_required_check_fails():
     assert "no dispatch_row_order check was recorded" in failed[0].message
 
 
+def test_length_buckets_require_the_generation_row_order_record():
+    assert "generation_row_order" in required_checks({"generation": {"length_buckets": 4}})
+    assert "generation_row_order" not in required_checks({"generation": {"length_buckets": 1}})
+    assert "generation_row_order" not in required_checks({})
+
+
 def test_an_empty_invariants_file_fails(tmp_path):
     (tmp_path / "invariants.jsonl").write_text("")
     verdicts = check_invariants(read_invariants(tmp_path / "invariants.jsonl"), required=[])

@@ -30,6 +30,15 @@ def test_fixed_prompt_token_length(params: dict) -> None:
     assert lengths == {e.prompt_chars}
 
 
+def test_without_zero_pad_prompts_differ_in_length() -> None:
+    e = env(max_operand=20, zero_pad=False)
+    prompts = [p.prompt for p in e.sample(200, seed=0, step=1)]
+    assert {len(p) for p in prompts} == {4, 5, 6} and max(map(len, prompts)) == e.prompt_chars
+    assert env(max_operand=20, zero_pad=False).render(7, "+", 12) == Problem(prompt="7+12=", answer="19")
+    with pytest.raises(ValueError, match="task.params.zero_pad"):
+        env(zero_pad="no")
+
+
 def test_answers_are_correct_and_nonnegative() -> None:
     e = env(max_operand=20, ops=["+", "-", "*"])
     ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
@@ -56,7 +65,7 @@ def test_score_edge_cases(completion: str, reward: float) -> None:
 def test_spec_fills_defaults() -> None:
     assert env(max_operand=20).spec == {
         "name": "arith",
-        "params": {"max_operand": 20, "min_operand": 0, "ops": ["+"], "digits": 2},
+        "params": {"max_operand": 20, "min_operand": 0, "ops": ["+"], "digits": 2, "zero_pad": True},
     }
 
 

@@ -88,6 +88,7 @@ READERS: dict[str, tuple[str, str]] = {
     "generation.decode": ("rl/run.py", "resolve_decode(cfg.generation.decode"),
     "generation.max_new_tokens": ("rl/run.py", "cfg.generation.max_new_tokens"),
     "generation.ignore_eos": ("rl/run.py", "cfg.generation.ignore_eos"),
+    "generation.length_buckets": ("rl/algorithms/grpo.py", "self.cfg.generation.length_buckets"),
     "generation.temperature": ("rl/run.py", "cfg.generation.temperature"),
     "algorithm.name": ("rl/config.py", '"algorithm.name": ("grpo", "distill")'),
     "algorithm.seed": ("rl/run.py", "seed=alg.seed"),

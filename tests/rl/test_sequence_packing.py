@@ -143,9 +143,13 @@ def _backend(model_cfg: dict, vocab: int, packing: SequencePackingConfig, checkp
 
 
 def _train_batch(ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Rows as the generator hands them back: prompts of mixed lengths (1 .. row length - 1),
+    each followed by its response, then pad."""
     g = torch.Generator().manual_seed(5)
-    response = mask.clone()
-    response[:, :4] = 0
+    lengths = mask.sum(1)
+    prompts = 1 + (torch.rand(len(ids), generator=g) * (lengths - 1)).long()
+    assert len(set(prompts.tolist())) > 1
+    response = mask * (torch.arange(ids.shape[1])[None, :] >= prompts[:, None]).long()
     base = -torch.rand(ids.shape, generator=g)
     return dict(input_ids=ids, attention_mask=mask, response_mask=response, gen_logprobs=base,
                 prev_logprobs=base, ref_logprobs=base, advantages=torch.randn(len(ids), generator=g),
@@ -154,8 +158,9 @@ def _train_batch(ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tenso
 
 @pytest.mark.parametrize("budget, checkpointing", [(None, False), (120, True)])
 def test_a_packed_train_step_gives_the_unpacked_loss_and_gradients(budget: int | None, checkpointing: bool) -> None:
-    """The hybrid MoE twin (gated-delta-net, attention, experts), KL on, one row masked; with a
-    budget, also under activation checkpointing (the layers' hooks run again in the recompute)."""
+    """The hybrid MoE twin (gated-delta-net, attention, experts), KL on, one row masked, rows of
+    mixed prompt and response lengths; with a budget, also under activation checkpointing (the
+    layers' hooks run again in the recompute)."""
     cfg = MODELS["qwen3_5_moe_hybrid"]
     ids, mask = _rows(seed=4)
     batch = _train_batch(ids, mask)
