@@ -63,9 +63,10 @@ def _read(run_dir: Path) -> CalibrationRun:
 
 
 def run_seeds(recipe_path: Path, seeds: Sequence[int], *, out_dir: Path, hardware: str, timeout_s: float,
-              parallel: int) -> list[Path]:
-    """Run the recipe once per seed; return the run dirs (the last attempt of each)."""
-    from harness.nightly.runner import run_entry  # noqa: PLC0415 - only when calibrate runs seeds
+              parallel: int) -> tuple[list[Path], list[str]]:
+    """Run the recipe once per seed; return the run dirs (the last attempt of each) and, for each
+    run that did not complete, what happened to it."""
+    from harness.nightly.runner import read_state, run_entry  # noqa: PLC0415 - only when calibrate runs seeds
     from harness.suites import Entry  # noqa: PLC0415
 
     entries = [Entry(id=f"seed-{seed}", recipe=recipe_path.resolve(), overrides=(f"algorithm.seed={seed}",),
@@ -80,4 +81,7 @@ def run_seeds(recipe_path: Path, seeds: Sequence[int], *, out_dir: Path, hardwar
         return Path(final.run_dir)
 
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(entries)))) as pool:
-        return list(pool.map(one, entries))
+        run_dirs = list(pool.map(one, entries))
+    failed = [f"{run_dir}: {read_state(run_dir) or 'no status.json'} (see its engine.log)"
+              for run_dir in run_dirs if read_state(run_dir) != "completed"]
+    return run_dirs, failed

@@ -119,9 +119,13 @@ def main(args: argparse.Namespace) -> int:
     else:
         from harness.nightly.plugin import TIMEOUT_MARGIN_S  # noqa: PLC0415 - the margin nightly gives a run
 
-        run_dirs = run_seeds(recipe_path, parse_seeds(args.seeds or DEFAULT_SEEDS), out_dir=folder,
-                             hardware=args.hardware or recipe["checks"].get("hardware") or "cpu",
-                             timeout_s=float(recipe["limits"]["timeout_s"]) + TIMEOUT_MARGIN_S, parallel=args.workers)
+        run_dirs, failed = run_seeds(
+            recipe_path, parse_seeds(args.seeds or DEFAULT_SEEDS), out_dir=folder,
+            hardware=args.hardware or recipe["checks"].get("hardware") or "cpu",
+            timeout_s=float(recipe["limits"]["timeout_s"]) + TIMEOUT_MARGIN_S, parallel=args.workers)
+        if failed:
+            print("a seed's run did not complete, so there is no spread to calibrate on:\n  " + "\n  ".join(failed))
+            return 1
     runs = read_runs(run_dirs, recipe_name=name)
     hardware = _hardware(args, recipe, runs)
     current_path, current = _current(recipe)

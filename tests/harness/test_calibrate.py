@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from calibrate_runs import check, write_recipe, write_runs
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.calibrate.margin import rounded_outward
 from harness.checks.judge import judge_run
@@ -147,3 +149,12 @@ def test_bad_options_are_one_line_exit_2(tmp_path, capsys, args, message):
 ])
 def test_bounds_are_rounded_outward_to_three_digits(value, side, expected):
     assert rounded_outward(value, side) == expected
+
+
+@given(st.floats(min_value=-1e12, max_value=1e12, allow_nan=False).filter(lambda v: abs(v) > 1e-12),
+       st.sampled_from(["low", "high"]))
+def test_rounding_never_moves_a_bound_toward_the_runs(value, side):
+    bound = rounded_outward(value, side)
+    inward = bound - value if side == "low" else value - bound
+    assert inward <= 1e-9 * abs(value)  # outward, or on a 3-digit number within float noise of it
+    assert float(f"{bound:.2e}") == bound
