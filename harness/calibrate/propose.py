@@ -149,9 +149,12 @@ def propose(source: ThresholdCheck, runs: Sequence[CalibrationRun], *, hardware:
     provenance: the sentence that closes a generated `why` (date, commit, run dirs).
     """
     proposal = Proposal(source=source, default=default)
-    missing = [name for name in metric_names(source.tree) if any(name not in run.metrics for run in runs)]
-    if missing:
-        return dataclasses.replace(proposal, problem=f"no run logs {missing[0]}", not_applicable=default)
+    for name in metric_names(source.tree):
+        lacking = [run for run in runs if name not in run.metrics]
+        if len(lacking) == len(runs):  # for a default check: a metric this engine does not log
+            return dataclasses.replace(proposal, problem=f"no run logs {name}", not_applicable=default)
+        if lacking:
+            return proposal.rejected(f"{lacking[0].label} ({lacking[0].shown}) never logged {name}")
     changes = []
     for part in parts_of(source.tree):
         if part.statistic is None:

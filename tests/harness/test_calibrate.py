@@ -7,7 +7,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from calibrate_runs import check, write_recipe, write_runs
+from calibrate_runs import check, row, write_recipe, write_runs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -115,6 +115,19 @@ def test_a_statistic_no_run_can_measure_is_not_written(tmp_path, capsys):
         check("reward_final", "mean(train/reward, -10) > 0.6"), check("val", "mean(val/reward) > 0.1")]})
     assert code == 1
     assert "why not: no run logs val/reward" in capsys.readouterr().out
+    assert set(by_name(out)) == {"reward_final"}
+
+
+def test_a_metric_one_run_lacks_leaves_its_check_unwritten(tmp_path, capsys):
+    def rows(step, seed):
+        values = row(step, seed)
+        return {k: v for k, v in values.items() if not (seed == 7 and k == "train/grad_norm")}
+
+    code, out, runs = calibrate(tmp_path, {"recipe": "r", "checks": [
+        check("reward_final", "mean(train/reward, -10) > 0.6"), check("grad", "max(train/grad_norm) < 50")]},
+        rows=rows)
+    assert code == 1
+    assert f"why not: seed 7 ({runs[1]}) never logged train/grad_norm" in capsys.readouterr().out
     assert set(by_name(out)) == {"reward_final"}
 
 
