@@ -7,7 +7,8 @@
     harness validate [PATHS ...] [--self-test]
     harness check RUN_DIR [--thresholds FILE] [--hardware CLASS] [--steps N] [--self-test] [--no-report]
     harness compare RUN_A RUN_B [--tolerance X]
-    harness calibrate RECIPE [--seeds 42,7,123 | --runs DIR ...] [--hardware H] [--out FILE] [--diff] [-n N]
+    harness calibrate RECIPE [a.b=c ...] [--scale tiny] [--seeds 42,7,123 | --runs DIR ...] [--hardware H]
+                      [--out FILE] [--diff] [-n N]
     harness matrix SUITE [--hardware H] [--tag T] [--shard I/N] [--format text|json|github]
     harness nightly SUITE [-n N] [--out DIR] [--entry ID] [--shard I/N] [--history FILE]
     harness history RECIPE [--db FILE] [--entry ID] [--hardware H] [--last N]
@@ -117,7 +118,7 @@ def _calibrate_parser(sub: argparse._SubParsersAction) -> None:
     """calibrate: a recipe's thresholds from seeded runs, proven able to fail (docs/thresholds.md)."""
     calibrate = sub.add_parser("calibrate", help="derive a recipe's thresholds from seeded runs, prove each "
                                "can fail, write them with their evidence")
-    calibrate.add_argument("recipe", help="recipe YAML file")
+    _recipe_args(calibrate)
     calibrate.add_argument("--seeds", help="run the recipe once per seed (default 42,7,123)")
     calibrate.add_argument("--runs", nargs="+", metavar="DIR", help="calibrate on these run dirs instead of running")
     calibrate.add_argument("--hardware", help="the hardware class to calibrate (default: the runs' checks.hardware)")

@@ -1,6 +1,6 @@
 """The calibration runs: the recipe run once per seed through nightly's runner, or run dirs given.
 
-Seeds run as `harness run RECIPE algorithm.seed=S --out OUT/seed-S`, a subprocess each, through
+Seeds run as `harness run RECIPE [overrides] algorithm.seed=S --out OUT/seed-S`, a subprocess each, through
 harness/nightly/runner.py (the same retry of infrastructure failures as a nightly entry), at
 most `parallel` at a time: two on the 2-core CPU box, whose engine takes both cores per run.
 """
@@ -62,15 +62,15 @@ def _read(run_dir: Path) -> CalibrationRun:
     return CalibrationRun(run_dir=run_dir, label=label, recipe=recipe, metrics=read_metrics(run_dir))
 
 
-def run_seeds(recipe_path: Path, seeds: Sequence[int], *, out_dir: Path, hardware: str, timeout_s: float,
-              parallel: int) -> tuple[list[Path], list[str]]:
+def run_seeds(recipe_path: Path, seeds: Sequence[int], *, overrides: Sequence[str], scale: str | None,
+              out_dir: Path, hardware: str, timeout_s: float, parallel: int) -> tuple[list[Path], list[str]]:
     """Run the recipe once per seed; return the run dirs (the last attempt of each) and, for each
     run that did not complete, what happened to it."""
     from harness.nightly.runner import read_state, run_entry  # noqa: PLC0415 - only when calibrate runs seeds
     from harness.suites import Entry  # noqa: PLC0415
 
-    entries = [Entry(id=f"seed-{seed}", recipe=recipe_path.resolve(), overrides=(f"algorithm.seed={seed}",),
-                     hardware=hardware) for seed in seeds]
+    entries = [Entry(id=f"seed-{seed}", recipe=recipe_path.resolve(), overrides=(*overrides, f"algorithm.seed={seed}"),
+                     scale=scale, hardware=hardware) for seed in seeds]
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def one(entry: Entry) -> Path:

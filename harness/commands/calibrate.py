@@ -1,10 +1,12 @@
-"""`harness calibrate RECIPE [--seeds 42,7,123] [--runs DIR ...] [--hardware H] [--out FILE] [--diff]`.
+"""`harness calibrate RECIPE [a.b=c ...] [--scale S] [--seeds 42,7,123 | --runs DIR ...] [--hardware H]
+[--out FILE] [--diff]`.
 
-Run the recipe once per seed (or read the run dirs given), propose a bound for each check of the
-recipe's thresholds for the hardware (a default set when it has none) from the runs' spread,
-prove each proposed check on every run (it passes, and the self-test can fail it), and write
-the proven ones with generated `why`s; `--diff` prints them against the current file. Exit 0
-when every check was written, 1 when one could not be, 2 for bad input. docs/thresholds.md.
+Run the recipe (with its overrides and scale, as `harness run` would) once per seed, or read the
+run dirs given; propose a bound for each check of the recipe's thresholds for the hardware (a
+default set when it has none) from the runs' spread; prove each proposed check on every run (it
+passes, and the self-test can fail it); write the proven ones with generated `why`s. `--diff`
+prints them against the current file. Exit 0 when every check was written, 1 when one could not
+be, 2 for bad input. docs/thresholds.md.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ def format_proofs(proposals: Sequence[Proposal], proofs: dict[str, list[RunProof
 
 def main(args: argparse.Namespace) -> int:
     recipe_path = Path(args.recipe)
-    recipe = load_recipe(recipe_path, [], scale=None).data
+    recipe = load_recipe(recipe_path, list(args.overrides), scale=args.scale).data
     name, today = recipe["name"], dt.date.today()
     if args.runs and args.seeds:
         raise UsageError("--runs and --seeds: choose one (the runs' seeds are read from their recipe.yaml)")
@@ -120,7 +122,8 @@ def main(args: argparse.Namespace) -> int:
         from harness.nightly.plugin import TIMEOUT_MARGIN_S  # noqa: PLC0415 - the margin nightly gives a run
 
         run_dirs, failed = run_seeds(
-            recipe_path, parse_seeds(args.seeds or DEFAULT_SEEDS), out_dir=folder,
+            recipe_path, parse_seeds(args.seeds or DEFAULT_SEEDS), overrides=args.overrides, scale=args.scale,
+            out_dir=folder,
             hardware=args.hardware or recipe["checks"].get("hardware") or "cpu",
             timeout_s=float(recipe["limits"]["timeout_s"]) + TIMEOUT_MARGIN_S, parallel=args.workers)
         if failed:
