@@ -7,6 +7,8 @@
     harness validate [PATHS ...] [--self-test]
     harness check RUN_DIR [--thresholds FILE] [--hardware CLASS] [--steps N] [--self-test] [--no-report]
     harness compare RUN_A RUN_B [--tolerance X]
+    harness calibrate RECIPE [a.b=c ...] [--scale tiny] [--seeds 42,7,123 | --runs DIR ...] [--hardware H]
+                      [--out FILE] [--diff] [-n N]
     harness matrix SUITE [--hardware H] [--tag T] [--shard I/N] [--format text|json|github]
     harness nightly SUITE [-n N] [--out DIR] [--entry ID] [--shard I/N] [--history FILE]
     harness history RECIPE [--db FILE] [--entry ID] [--hardware H] [--last N]
@@ -100,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_a")
     compare.add_argument("run_b")
     compare.add_argument("--tolerance", type=float, default=0.0, help="relative tolerance (default 0: exact)")
+    _calibrate_parser(sub)
     _suite_parsers(sub)
 
     importer = sub.add_parser("import", help="turn another system's test suites into recipes, thresholds, suites")
@@ -111,6 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
     reference.add_argument("--write", action="store_true",
                            help="write the files; without it, print what would be written and the report")
     return parser
+
+
+def _calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    """calibrate: a recipe's thresholds from seeded runs, proven able to fail (docs/thresholds.md)."""
+    calibrate = sub.add_parser("calibrate", help="derive a recipe's thresholds from seeded runs, prove each "
+                               "can fail, write them with their evidence")
+    _recipe_args(calibrate)
+    calibrate.add_argument("--seeds", help="run the recipe once per seed (default 42,7,123)")
+    calibrate.add_argument("--runs", nargs="+", metavar="DIR", help="calibrate on these run dirs instead of running")
+    calibrate.add_argument("--hardware", help="the hardware class to calibrate (default: the runs' checks.hardware)")
+    calibrate.add_argument("--out", help="the thresholds file to write (default: thresholds.yaml beside the runs, "
+                           "runs/calibrate-NAME-TIME/)")
+    calibrate.add_argument("--diff", action="store_true", help="print the proposed checks against the current file")
+    calibrate.add_argument("-n", dest="workers", type=int, default=2,
+                           help="seeds run at once (default 2: the 2-core CPU box; 1 on a one-GPU machine)")
 
 
 def _suite_parsers(sub: argparse._SubParsersAction) -> None:

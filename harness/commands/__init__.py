@@ -10,7 +10,8 @@ import argparse
 import importlib
 from collections.abc import Callable
 
-NAMES = ("check", "compare", "history", "import", "matrix", "nightly", "plan", "run", "sbatch", "show", "validate")
+NAMES = ("calibrate", "check", "compare", "history", "import", "matrix", "nightly", "plan", "run", "sbatch", "show",
+         "validate")
 MODULES = {"import": "import_reference"}  # `import` is a Python keyword, so not a module name
 
 

@@ -1,0 +1,187 @@
+"""Propose one check from the calibration runs: each bound of each part placed by the rules.
+
+Per part (harness/calibrate/bounds.py), in this order:
+* no bound (`all_finite(x)`, `a > b`): kept as written;
+* a bound on its metric's domain edge (`min(total_flops) > 0`, harness/selftest/domains.py):
+  it says what the metric must be, not where a seed ends, so it is kept;
+* every metric the statistic reads is bit-identical in every run (the same steps, the same
+  values): `statistic == value`, an exact check with tolerance 0;
+* otherwise each bound is placed outside the runs' spread (harness/calibrate/margin.py).
+A default check's constants are placeholders: they are always placed, never kept as edges.
+A part whose statistic cannot be measured on some run, or an `==` the runs do not agree on,
+leaves the check unwritten, with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from harness.calibrate.bounds import Part, exact, joined, parts_of, with_bounds
+from harness.calibrate.margin import FLOOR, LOAD_FLOOR, fmt, load_sensitive, placed
+from harness.calibrate.runs import CalibrationRun
+from harness.checks.judge import judge_threshold
+from harness.selftest.domains import DOMAINS
+from harness.selftest.trials import magnitude
+from harness.thresholds import ThresholdCheck, ThresholdSyntaxError, metric_names, parse, unparse
+from harness.thresholds.tree import Call
+
+KEPT, EDGE, EXACT, BAND = "kept", "edge", "exact", "band"
+VALUE_FUNCS = ("mean", "median", "min", "max", "first", "last", "percentile")  # a value of the metric
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartChange:
+    """What calibrate did to one part; values: the statistic per run (none for a kept part)."""
+
+    rule: str
+    old: str
+    new: str
+    statistic: str | None = None
+    values: tuple[float, ...] = ()
+    evidence: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Proposal:
+    """One check as calibrate proposes it; `check` is None when it cannot be written (`problem`)."""
+
+    source: ThresholdCheck
+    default: bool
+    check: ThresholdCheck | None = None
+    parts: tuple[PartChange, ...] = ()
+    problem: str | None = None
+    not_applicable: bool = False  # a default whose metric no run logged
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def changed(self) -> bool:
+        return self.check is not None and unparse(self.check.tree) != unparse(self.source.tree)
+
+    def rejected(self, problem: str) -> Proposal:
+        return dataclasses.replace(self, check=None, problem=problem)
+
+
+def per_run(values: Sequence[float], runs: Sequence[CalibrationRun]) -> str:
+    return ", ".join(f"{fmt(v)} ({run.label})" for v, run in zip(values, runs))
+
+
+def measure(part: Part, source: ThresholdCheck, runs: Sequence[CalibrationRun]) -> tuple[list[float], str | None]:
+    """The part's statistic on each run, judged as `harness check` judges it; or why it cannot be."""
+    check = dataclasses.replace(source, tree=part.tree, expr=part.text)
+    values = []
+    for run in runs:
+        result = judge_threshold(check, run.metrics, run.recipe["algorithm"]["num_steps"])
+        value = result.value
+        if result.closed or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return [], f"{unparse(part.statistic)} cannot be measured on {run.label} ({run.shown}): {result.reason}"
+        values.append(float(value))
+    return values, None
+
+
+def edge_reason(part: Part, value: float) -> str | None:
+    """Why `value` is an edge of the statistic's domain (a value statistic of one metric), or None."""
+    stat = part.statistic
+    if not isinstance(stat, Call) or stat.func not in VALUE_FUNCS:
+        return None
+    for pattern, domain, reason in DOMAINS:
+        if fnmatchcase(stat.metric, pattern):
+            return f"{fmt(value)} is the edge of {stat.metric}'s domain ({reason})" if value in (
+                domain.low, domain.high) else None
+    return None
+
+
+def identical(part: Part, runs: Sequence[CalibrationRun]) -> bool:
+    """Every metric the statistic reads has the same steps and values in every run."""
+    names = metric_names(part.statistic)
+    return all(runs[0].metrics[name] == run.metrics[name] for name in names for run in runs[1:])
+
+
+def _typical(part: Part, runs: Sequence[CalibrationRun]) -> float:
+    values = [v for run in runs for name in metric_names(part.statistic) for v in run.metrics[name].values()
+              if math.isfinite(v)]
+    return magnitude(values) if values else 1.0
+
+
+def calibrate_part(part: Part, runs: Sequence[CalibrationRun], values: list[float], *,
+                   placeholders: bool) -> PartChange | str:
+    """The part's change by the rules (module docstring), or the reason it cannot be written."""
+    stat = unparse(part.statistic)
+    measured = f"{stat} per run: {per_run(values, runs)}"
+    edges = [None if placeholders else edge_reason(part, bound.value) for bound in part.bounds]
+    if all(edges):
+        return PartChange(rule=EDGE, old=part.text, new=part.text, statistic=stat, values=tuple(values),
+                          evidence=f"{part.text} kept: {'; '.join(edges)}; {measured}")
+    if identical(part, runs):
+        new = unparse(exact(part.statistic, values[0]))
+        return PartChange(rule=EXACT, old=part.text, new=new, statistic=stat, values=tuple(values),
+                          evidence=f"{stat} = {values[0]!r} on every run, its series bit-identical step by step: "
+                                   f"exact, tolerance 0")
+    if any(bound.side is None for bound in part.bounds):
+        return f"{part.text} is exact, but the runs differ: {measured}"
+    floor = LOAD_FLOOR if load_sensitive(metric_names(part.statistic)) else FLOOR
+    new_values, rules = [], []
+    for bound, edge in zip(part.bounds, edges):
+        if edge:
+            new_values.append(bound.value)
+            rules.append(f"{fmt(bound.value)} kept: {edge}")
+        else:
+            placement = placed(values, bound.side, floor=floor, typical=_typical(part, runs))
+            new_values.append(placement.bound)
+            rules.append(placement.rule)
+    sd = statistics.stdev(values)
+    return PartChange(rule=BAND, old=part.text, new=unparse(with_bounds(part, new_values)), statistic=stat,
+                      values=tuple(values), evidence=f"{measured} (sd {fmt(sd)}); {'; '.join(rules)}")
+
+
+def propose(source: ThresholdCheck, runs: Sequence[CalibrationRun], *, hardware: str, today: dt.date,
+            provenance: str, default: bool = False, placeholders: bool = False) -> Proposal:
+    """One check proposed from the runs (not yet proven: harness/calibrate/prove.py).
+
+    provenance: the sentence that closes a generated `why` (date, commit, run dirs).
+    """
+    proposal = Proposal(source=source, default=default)
+    for name in metric_names(source.tree):
+        lacking = [run for run in runs if name not in run.metrics]
+        if len(lacking) == len(runs):  # for a default check: a metric this engine does not log
+            return dataclasses.replace(proposal, problem=f"no run logs {name}", not_applicable=default)
+        if lacking:
+            return proposal.rejected(f"{lacking[0].label} ({lacking[0].shown}) never logged {name}")
+    changes = []
+    for part in parts_of(source.tree):
+        if part.statistic is None:
+            changes.append(PartChange(rule=KEPT, old=part.text, new=part.text,
+                                      evidence=f"{part.text} holds on every run"))
+            continue
+        values, problem = measure(part, source, runs)
+        change = calibrate_part(part, runs, values, placeholders=placeholders) if problem is None else problem
+        if isinstance(change, str):
+            return proposal.rejected(change)
+        changes.append(change)
+    return _written(proposal, changes, hardware=hardware, today=today, provenance=provenance)
+
+
+def _written(proposal: Proposal, changes: list[PartChange], *, hardware: str, today: dt.date,
+             provenance: str) -> Proposal:
+    source = proposal.source
+    try:
+        tree = joined([parse(change.new) for change in changes])
+    except ThresholdSyntaxError as error:  # a bound past the language's limits (1e18)
+        return dataclasses.replace(proposal, parts=tuple(changes)).rejected(f"the proposed bound cannot be "
+                                                                            f"written: {error}")
+    unchanged = unparse(tree) == unparse(source.tree)
+    if unchanged and not proposal.default:  # nothing moved: its why and since still say how it was set
+        return dataclasses.replace(proposal, check=source, parts=tuple(changes))
+    evidence = "; ".join(change.evidence for change in changes)
+    why = f"{source.why} {evidence}. {provenance}" if proposal.default else f"{evidence}. {provenance}"
+    check = ThresholdCheck(name=source.name, expr=unparse(tree), tree=tree, why=why, since=today, hardware=(hardware,),
+                           path="<proposed>", line=0)
+    return dataclasses.replace(proposal, check=check, parts=tuple(changes))
