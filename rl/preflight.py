@@ -11,11 +11,11 @@ for the machine's too.
 * static (any machine): the recipe parses as a `RunConfig`; its `model.config` builds as the
   family's Hugging Face config, through the same `make_config` the engine builds the model with
   (the config only, never the weights: the 35B config takes a few milliseconds); the training
-  backend takes the policy keys; the generation backend can shard as `generation.tp` asks.
+  backend takes the policy keys; the generation backend is one the engine implements (torch:
+  `generation.backend: vllm` is refused here, on every machine) and can shard as `generation.tp` asks.
 * machine (`--machine`): enough GPUs for a GPU recipe and enough nodes for `cluster.nodes`
   (this machine's, one node, or the Ray cluster's at RAY_ADDRESS, which the engine joins); the
-  generation backend's package and engine module importable, and the modules the training
-  backend, data plane and kernels import (megatron-core, transferqueue, fla where installed);
+  modules the training backend, data plane and kernels import (megatron-core, transferqueue, fla where installed);
   `model.path` on disk (a Hub id in the local cache, with the files `rl/model_source.py` names),
   a tokenizer path present, local data files present and the `datasets` package for a Hugging Face dataset.
 * needs (informational, never a refusal): the checkpoint and datasets a run reads, so
@@ -52,18 +52,19 @@ EXIT_OK, EXIT_REFUSED = 0, 2
 
 @dataclass(frozen=True, kw_only=True)
 class GenerationBackend:
-    """What a `generation.backend` needs and can do."""
+    """What a `generation.backend` can do, or why this engine does not implement it."""
 
-    module: str  # the engine module that implements it
-    package: str | None = None  # the package it needs installed
     max_tp: int | None = None  # the largest generation.tp it shards over; None: any
+    not_implemented: str | None = None  # why the engine refuses it on every machine
 
 
-# The engine runs generation in rl/generation/sampler.py (one unsharded replica). vLLM needs both
-# the package and an engine module that drives it; until rl/generation/vllm.py exists, it is refused.
+# The engine generates with rl/generation/sampler.py (unsharded data-parallel replicas). vLLM is a
+# choice the schema knows (the reference's recipes name it) and the engine refuses statically:
+# it is not an install away (vLLM 0.33.0 pins another torch; older ones pull ~1 GB of wheels).
 GENERATION_BACKENDS: dict[str, GenerationBackend] = {
-    "torch": GenerationBackend(module="rl.generation.sampler", max_tp=1),
-    "vllm": GenerationBackend(module="rl.generation.vllm", package="vllm"),
+    "torch": GenerationBackend(max_tp=1),
+    "vllm": GenerationBackend(not_implemented="vLLM cannot run on our GPU machines; the torch generator is "
+                              "the engine's"),
 }
 
 
@@ -87,7 +88,7 @@ def visible_capacity() -> tuple[int, int, str]:
 
 
 def importable(name: str) -> bool:
-    """Whether `import name` would find a module, without importing it (vLLM takes seconds)."""
+    """Whether `import name` would find a module, without importing it (megatron-core takes seconds)."""
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # a parent package missing, or a module without a spec
@@ -183,6 +184,9 @@ def _policy_refusals(cfg: RunConfig) -> list[str]:
 def _generation_refusals(cfg: RunConfig) -> list[str]:
     gen = cfg.generation
     backend = GENERATION_BACKENDS[gen.backend]
+    if backend.not_implemented:
+        return [f"generation.backend: {gen.backend} is not implemented by this engine ({backend.not_implemented}); "
+                "use generation.backend: torch"]
     if backend.max_tp is not None and gen.tp > backend.max_tp:
         return [f"generation.tp: {gen.tp}, but the {gen.backend} generation backend runs each replica "
                 f"unsharded (tp {backend.max_tp}); use generation.tp: {backend.max_tp}"]
@@ -288,12 +292,6 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
                 "with RAY_ADDRESS or harness run --ray-address)"
             out.append(f"cluster.nodes: recipe needs {placement.nodes} nodes, {where} has {nodes}{join}")
     out.extend(import_refusals(cfg))
-    backend = GENERATION_BACKENDS[cfg.generation.backend]
-    if backend.package and not importable(backend.package):
-        out.append(f"generation.backend: {cfg.generation.backend} is not installed here; use generation.backend: torch")
-    elif not importable(backend.module):
-        out.append(f"generation.backend: {cfg.generation.backend}: the engine has no {backend.module} yet; "
-                   "use generation.backend: torch")
     if cfg.model.path:
         from rl.model_source import ModelSourceError, resolve_model_dir
 

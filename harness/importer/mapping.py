@@ -236,8 +236,7 @@ SUPERSEDED: tuple[tuple[str, str], ...] = (
     (FP8, "read only as the condition of policy.precision (megatron fp8 training is refused)"),
 )
 
-_NO_VLLM = ("our vllm generation backend is not built yet (rl/preflight.py refuses it until rl/generation/vllm.py "
-            "exists)")
+_NO_VLLM = "the engine does not implement a vllm generation backend (vLLM cannot run on our GPU machines)"
 
 # reference leaf pattern (fnmatch) -> why ours has no key for it, and what ours does instead
 UNSUPPORTED: tuple[tuple[str, str], ...] = (

@@ -1,5 +1,7 @@
-"""Check a suite before it runs: every entry resolves and plans, nothing is disabled past its
-date, and the enabled entries fit the suite's GPU-hour budget.
+"""Check a suite before it runs: every entry resolves and plans, the engine does not refuse an
+enabled entry on every machine (its static preflight: `generation.backend: vllm`, a model config
+HF rejects), nothing is disabled past its date, and the enabled entries fit the suite's GPU-hour
+budget.
 
 The GPU-hour estimate of an entry is world x hours, where world is the plan's device count
 (0 on CPU) and hours is the entry's `estimated_hours` (expected wall time of one run) or, when
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from harness.errors import USER_ERRORS
 from harness.plan import make_plan
+from harness.preflight import ask_engine, engine_recipes, refusals
 from harness.recipe import load_recipe
 from harness.suites.load import load_suite
 from harness.suites.model import Entry, Suite
@@ -82,8 +85,24 @@ def disabled_problem(entry: Entry, today: dt.date) -> str | None:
     return None
 
 
-def validate_suite(suite: Suite, *, today: dt.date | None = None) -> SuiteCheck:
-    """Every problem of the suite, one line each, naming the entry and the key to change."""
+def refused_entries(entries: list[Entry]) -> list[str]:
+    """The engine's static refusals of these (resolvable) entries, one line each: an entry the
+    engine cannot run on any machine cannot be enabled. One engine process answers them all."""
+    asks = {}
+    for entry in entries:
+        recipe = load_recipe(entry.recipe, entry.overrides, scale=entry.scale).data
+        for variant, engine_recipe in engine_recipes(recipe).items():
+            asks[(entry.id, variant)] = engine_recipe
+    out = []
+    for (entry_id, variant), answer in (ask_engine(asks, machine=False) if asks else {}).items():
+        out.extend(f"entry {entry_id}: the engine refuses it on every machine: {line}; fix the recipe or "
+                   "disable the entry" for line in refusals({variant: answer}, "static"))
+    return out
+
+
+def validate_suite(suite: Suite, *, today: dt.date | None = None, engine: bool = True) -> SuiteCheck:
+    """Every problem of the suite, one line each, naming the entry and the key to change.
+    `engine`: also ask the engine's static preflight about the enabled entries (one process)."""
     today = today or dt.date.today()
     check = SuiteCheck(suite=suite)
     for entry in suite.entries:
@@ -94,6 +113,8 @@ def validate_suite(suite: Suite, *, today: dt.date | None = None) -> SuiteCheck:
             check.estimates[entry.id] = estimate_entry(entry)
         except (*USER_ERRORS, ValueError) as error:
             check.problems.append(f"entry {entry.id}: {error}")
+    if engine:
+        check.problems.extend(refused_entries([e for e in suite.enabled if e.id in check.estimates]))
     total = check.gpu_hours
     if total > suite.budget_gpu_hours + 1e-9:
         parts = ", ".join(f"{e.id} {check.estimates[e.id].gpu_hours:.1f}"

@@ -54,12 +54,12 @@ def test_a_run_refused_on_this_machine_is_exit_2_before_any_run_dir(fake_engine,
 
 
 def test_a_dry_run_and_the_plan_show_this_machines_refusals_and_exit_0(fake_engine, tmp_path, capsys):
-    fake_engine({"static": [], "machine": ["generation.backend: vllm is not installed here"]})
+    fake_engine({"static": [], "machine": ["data_plane.backend: tq needs transfer_queue here"]})
     assert main(["run", str(RECIPES / "qwen3_5_35b.yaml"), "--dry-run", "--out", str(tmp_path / "dry")]) == 0
-    assert "engine     refuses it on this machine: generation.backend: vllm is not installed here" in \
+    assert "engine     refuses it on this machine: data_plane.backend: tq needs transfer_queue" in \
         capsys.readouterr().out
     assert main(["plan", str(RECIPES / "qwen3_5_35b.yaml"), "--out", str(tmp_path / "plan.json")]) == 0
-    assert "refuses it on this machine: generation.backend" in capsys.readouterr().out
+    assert "refuses it on this machine: data_plane.backend" in capsys.readouterr().out
 
 
 def test_a_static_refusal_stops_even_a_dry_run_and_the_plan(fake_engine, tmp_path, capsys):

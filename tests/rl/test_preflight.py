@@ -1,6 +1,6 @@
 """The engine's preflight (rl/preflight.py): each refusal, one line naming the key, on a CPU.
 
-GPUs and vLLM are faked by monkeypatching `torch.cuda.device_count` and `rl.preflight.importable`;
+GPUs and installed modules are faked by monkeypatching `torch.cuda.device_count` and `rl.preflight.importable`;
 nothing here builds weights or starts Ray.
 """
 
@@ -117,22 +117,17 @@ def test_with_ray_address_the_ray_clusters_gpus_count(gpus, monkeypatch):
     assert line.startswith("cluster: cannot count the GPUs of the Ray cluster at RAY_ADDRESS: no head")
 
 
-def test_vllm_not_installed_is_refused(gpus, installed):
-    installed["vllm"] = False
-    assert machine_refusals(recipe(generation__backend="vllm")) == [
-        "generation.backend: vllm is not installed here; use generation.backend: torch"]
+VLLM_REFUSAL = ("generation.backend: vllm is not implemented by this engine (vLLM cannot run on our GPU "
+                "machines; the torch generator is the engine's); use generation.backend: torch")
 
 
-def test_vllm_installed_without_an_engine_module_driving_it_is_refused(gpus, installed):
-    installed.update({"vllm": True, "rl.generation.vllm": False})
-    (line,) = machine_refusals(recipe(generation__backend="vllm"))
-    assert line.startswith("generation.backend: vllm: the engine has no rl.generation.vllm")
-
-
-def test_vllm_installed_and_driven_is_accepted_even_with_tp(gpus, installed):
-    installed.update({"vllm": True, "rl.generation.vllm": True})
-    data = recipe(generation__backend="vllm", generation__tp=2)
-    assert static_refusals(data) == [] and machine_refusals(data) == []
+@pytest.mark.parametrize("vllm_installed", [False, True])
+def test_vllm_is_refused_on_every_machine_installed_or_not(gpus, installed, vllm_installed):
+    installed.update({"vllm": vllm_installed, "rl.generation.vllm": vllm_installed})
+    data = recipe(generation__backend="vllm")
+    assert static_refusals(data) == [VLLM_REFUSAL]
+    assert static_refusals(recipe(generation__backend="vllm", generation__tp=4)) == [VLLM_REFUSAL]
+    assert machine_refusals(data) == []  # not a machine's business: no install makes it run
 
 
 def test_generation_tp_over_1_is_refused_for_the_torch_backend():
@@ -221,16 +216,18 @@ def test_missing_paths_are_refused_on_the_machine_only(tmp_path):
 
 
 def test_the_command_prints_one_line_per_refusal_and_exits_2(tmp_path, capsys, gpus, installed):
-    installed["vllm"] = False
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text(yaml.safe_dump(recipe()))
-    bad.write_text(yaml.safe_dump({**gpu_recipe(nodes=1, per_node=16), "generation": {"backend": "vllm", "tp": 4}}))
+    bad.write_text(yaml.safe_dump({**gpu_recipe(nodes=1, per_node=16), "generation": {"backend": "torch"},
+                                   "data_plane": {"backend": "tq"}}))
+    installed["transfer_queue"] = False
     assert preflight.main([str(good)]) == 0
-    assert preflight.main([str(bad)]) == 0  # static only: the 16 GPUs and vllm are the machine's business
+    assert preflight.main([str(bad)]) == 0  # static only: the 16 GPUs and transferqueue are the machine's business
     assert preflight.main([str(bad), "--machine"]) == 2
     out = capsys.readouterr().out.splitlines()
     assert out == ["cluster: recipe needs 16 GPUs (h200), this machine has 0; run its tiny twin with --scale tiny",
-                   "generation.backend: vllm is not installed here; use generation.backend: torch"]
+                   "data_plane.backend: tq needs transfer_queue, which is not importable here; install "
+                   "transferqueue: bash .ci/install (the README's set-up)"]
     assert preflight.main([str(good), str(bad), "--machine", "--json"]) == 2
     answer = json.loads(capsys.readouterr().out)
     assert answer[str(good)] == {"static": [], "machine": [], "needs": []}

@@ -82,7 +82,7 @@ READERS: dict[str, tuple[str, str]] = {
     "policy.optimizer.decay": ("rl/lr_schedule.py", "cfg.decay"),
     "policy.optimizer.decay_steps": ("rl/lr_schedule.py", "cfg.decay_steps"),
     "policy.optimizer.min_lr": ("rl/lr_schedule.py", "cfg.min_lr"),
-    "generation.backend": ("rl/preflight.py", "GENERATION_BACKENDS[cfg.generation.backend]"),
+    "generation.backend": ("rl/preflight.py", "GENERATION_BACKENDS[gen.backend]"),
     "generation.tp": ("rl/preflight.py", "gen.tp > backend.max_tp"),
     "generation.colocated": ("rl/run.py", "colocated=cfg.generation.colocated"),
     "generation.decode": ("rl/run.py", "resolve_decode(cfg.generation.decode"),
@@ -155,6 +155,7 @@ READERS: dict[str, tuple[str, str]] = {
 # Leaves the engine honours only in some values: (a value it cannot honour, the refusal's start).
 REFUSED: dict[str, tuple[object, str]] = {
     "generation.tp": (2, "generation.tp: 2, but the torch generation backend"),
+    "generation.backend": ("vllm", "generation.backend: vllm is not implemented by this engine"),
     "generation.decode": ("graphs", "generation.decode: graphs needs a GPU"),
     "generation.ignore_eos": (True, "generation.ignore_eos: task 'arith' scores what a completion says"),
     "policy.compile": (True, "policy.compile: the torch backend runs eager"),
@@ -163,8 +164,6 @@ REFUSED: dict[str, tuple[object, str]] = {
     "policy.distributed_optimizer": (True, "policy.distributed_optimizer: the torch backend"),
     "policy.sequence_packing.max_tokens_per_row": (64, "policy.sequence_packing.max_tokens_per_row: read only with"),
 }
-# generation.backend: vllm is refused on a machine without it, or without an engine module
-# driving it: tests/rl/test_preflight.py (machine checks).
 # policy.sequence_packing.enabled: true is refused for megatron with cp > 1 or a VLM, and for
 # distillation: tests/rl/test_preflight.py.
 
