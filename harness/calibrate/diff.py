@@ -35,7 +35,9 @@ def _entry(proposal: Proposal) -> list[str]:
     name, source = proposal.name, proposal.source
     if proposal.check is None:
         word = "not added" if proposal.default else "removed"
-        return [f"{word:<9} {name}: {source.expr}", f"          why not: {proposal.problem}"]
+        tried = proposal.unproven if proposal.unproven not in (None, source.expr) else None
+        return [f"{word:<9} {name}: {source.expr}", *([f"          proposed: {tried}"] if tried else []),
+                f"          why not: {proposal.problem}"]
     if proposal.default:
         return [f"new       {name}: {proposal.check.expr}", f"          evidence: {proposal.check.why}"]
     if not proposal.changed:

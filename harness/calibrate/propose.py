@@ -56,6 +56,7 @@ class Proposal:
     check: ThresholdCheck | None = None
     parts: tuple[PartChange, ...] = ()
     problem: str | None = None
+    unproven: str | None = None  # the expression the proof rejected
     not_applicable: bool = False  # a default whose metric no run logged
 
     @property
@@ -67,7 +68,8 @@ class Proposal:
         return self.check is not None and unparse(self.check.tree) != unparse(self.source.tree)
 
     def rejected(self, problem: str) -> Proposal:
-        return dataclasses.replace(self, check=None, problem=problem)
+        return dataclasses.replace(self, check=None, problem=problem,
+                                   unproven=self.check.expr if self.check is not None else None)
 
 
 def per_run(values: Sequence[float], runs: Sequence[CalibrationRun]) -> str:

@@ -102,6 +102,8 @@ def format_proofs(proposals: Sequence[Proposal], proofs: dict[str, list[RunProof
             continue
         word = "NOT WRITTEN" if p.check is None else "new" if p.default else "moved" if p.changed else "same"
         lines.append(f"{word:<12} {p.name}: {p.check.expr if p.check else p.source.expr}")
+        if p.unproven is not None and p.unproven != p.source.expr:
+            lines.append(f"             proposed: {p.unproven}")
         if p.check is None:
             lines.append(f"             why not: {p.problem}")
         for proof in proofs.get(p.name, []) if p.check is not None else []:

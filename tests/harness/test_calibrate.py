@@ -87,6 +87,23 @@ def test_a_check_that_cannot_fail_is_reported_not_written(tmp_path, capsys):
     assert written["flops_recorded"].why == "set by hand"
 
 
+def test_a_spread_that_pushes_a_gain_below_zero_leaves_it_unfailable_and_unwritten(tmp_path, capsys):
+    slopes = {42: 0.02, 7: 0.001, 123: 0.03}  # gains 0.2 / 0.01 / 0.3: 3 sd puts the bound below 0
+
+    def rows(step, seed):
+        return {**row(step, seed), "train/reward": 0.3 + slopes[seed] * step}
+
+    code, out, _ = calibrate(tmp_path, {"recipe": "r", "checks": [
+        check("loss_finite", "all_finite(train/loss)"),
+        check("reward_improves", "mean(train/reward, -10) - mean(train/reward, 1, 11) > 0.1")]}, rows=rows)
+    text = capsys.readouterr().out
+    assert code == 1
+    # a shift moves both means alike and a scale or a flat series only brings the gain to 0
+    assert "proposed: mean(train/reward, -10) - mean(train/reward, 1, 11) > -0.432" in text
+    assert "why not: self-test on seed 42: cannot fail" in text
+    assert set(by_name(out)) == {"loss_finite"}
+
+
 def test_checks_of_other_hardware_are_copied_and_an_everywhere_check_keeps_its_other_classes(tmp_path, capsys):
     code, out, _ = calibrate(tmp_path, {"recipe": "r", "checks": [
         check("reward_final", "mean(train/reward, -10) > 0.6"),
