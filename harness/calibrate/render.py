@@ -13,14 +13,17 @@ from collections.abc import Sequence
 import yaml
 
 from harness.thresholds import ThresholdCheck
+from harness.yamlsafe import reads_as_string
 
 WIDTH = 100
 
 
 def scalar(text: str) -> str:
-    """text as a YAML scalar: plain when YAML reads it back as that string, else double-quoted."""
+    """text as a YAML scalar: plain when the project's loader reads it back as that string (`1e3`
+    is a float there, though PyYAML calls it a string), else double-quoted."""
     try:
-        plain = yaml.safe_load(text) == text and text == text.strip() and "#" not in text and ": " not in text
+        plain = (reads_as_string(text) and yaml.safe_load(text) == text and text == text.strip()
+                 and "#" not in text and ": " not in text)
     except yaml.YAMLError:
         plain = False
     return text if plain else json.dumps(text)
