@@ -4,9 +4,10 @@ A decoding loop carries every row of a call in one [rows, longest prompt + longe
 block, so one long prompt makes every short one pay its length in pad. Here a call's rows are
 stably sorted by prompt length and cut into `num_groups` runs of near-equal size (quantiles of
 the length); each run is decoded alone, its prompts cut to its own longest, and the rows are put
-back in the caller's order. On the shipped `word_math` rows (16 prompts x 4 a step, 20 draws)
-the generation padding fraction is 0.45 in one block and 0.04 in 8 groups (max 0.09; the
-figures of docs/recipes.md).
+back in the caller's order. On the shipped `word_math` rows, decoded as the flagship tiny twin
+decodes them (16 prompts x 4 a step, 12 new tokens), the generation padding fraction was 0.434
+a step in one block (max 0.560) and 0.042 in 8 groups (max 0.065), the same tokens either way
+(bench/bench_length_buckets.py, 4 steps, bench/results/length_buckets.jsonl).
 
 Same tokens either way: row r draws from its own generator, seeded `seeds[r]`
 (`rl.generation.sampler.row_seeds`), and its seed travels with it into its group, so where a row
