@@ -20,9 +20,9 @@ from harness.bounded import read_json_object
 from harness.checks.judge import Judgement, judge_run
 from harness.console import format_verdicts
 from harness.errors import UsageError
-from harness.launch.run_lock import ORPHANED, settle_orphan
 from harness.report.junit import write_junit
 from harness.report.result_json import write_result_json
+from harness.run_lock import ORPHANED, settle_orphan
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~2 ms on `harness check`)
 if TYPE_CHECKING:

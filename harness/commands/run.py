@@ -8,7 +8,7 @@ report.md. Without a recipe it runs the embedded default, the CPU GRPO tiny twin
 `--resume --out DIR` continues the run in DIR from its newest checkpoint (`rl.run --resume`):
 the recipe must resolve to the one DIR was run with, engine.log is appended to, and the run
 is judged whole, as if it had never stopped.
-The run dir is locked while its run lives (harness/launch/run_lock.py): a dir held by a live
+The run dir is locked while its run lives (harness/run_lock.py): a dir held by a live
 harness or engine is refused, for `--resume` too, and a resume settles a `running` status.json
 that a dead run left.
 `--ray-address http://HEAD:8265` (or RAY_ADDRESS set to such a URL) runs the engine as a Ray job
@@ -36,13 +36,13 @@ from harness.dir_path import dir_problem
 from harness.engines import engine_command, import_metrics, ray_job_command
 from harness.errors import UsageError, shown
 from harness.launch import LaunchResult, launch
-from harness.launch.run_lock import LOCK_FILE, RunDirLocked, hold, is_locked, settle_orphan
 from harness.launch.status import write_status
 from harness.plan import Plan, make_plan
 from harness.preflight import ask_before_launch, format_answer
 from harness.recipe import apply_overrides, dump_recipe, load_recipe
 from harness.recipe.secret_env import launch_env, redact_recipe, scrub, secret_values
 from harness.report.atomic import write_json_atomic, write_text_atomic
+from harness.run_lock import LOCK_FILE, RunDirLocked, hold, is_locked, settle_orphan
 from harness.thresholds.of_recipe import recipe_thresholds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -216,7 +216,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--resume and --dry-run: choose one")
     run_dir = (resume_dir(args.out, recipe) if resume
                else make_run_dir(args.out, recipe["name"], recipe.get("run_dir")))
-    with hold(run_dir) as lock_fd:  # refused while a live run holds it (harness/launch/run_lock.py)
+    with hold(run_dir) as lock_fd:  # refused while a live run holds it (harness/run_lock.py)
         if resume:
             settle_orphan(run_dir)
         elif args.out:

@@ -84,7 +84,7 @@ def launch(
         grace_s: how long SIGTERM / SIGINT may take before SIGKILL (20 s: rl.run gives its own
             shutdown 15 s after recording the outcome, SHUTDOWN_GRACE_S).
         poll_s: how often the process and metrics.jsonl are looked at.
-        keep_fds: file descriptors the engine inherits (the run dir's lock, harness/launch/run_lock.py).
+        keep_fds: file descriptors the engine inherits (the run dir's lock, harness/run_lock.py).
     Raises:
         ValueError: naming the argument, when one is out of range.
     """

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.launch.run_lock import LOCK_FILE, ORPHANED, RunDirLocked, hold, is_locked, settle_orphan
+from harness.run_lock import LOCK_FILE, ORPHANED, RunDirLocked, hold, is_locked, settle_orphan
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = REPO / "tests" / "data" / "fake_engine.py"
@@ -91,7 +91,7 @@ def test_harness_check_settles_an_orphaned_running_status(tmp_path, capsys):
 HARNESS = """
 import sys; from pathlib import Path
 from harness.launch import launch
-from harness.launch.run_lock import hold
+from harness.run_lock import hold
 run_dir = Path(sys.argv[1])
 with hold(run_dir) as fd:
     launch(sys.argv[2:], run_dir=run_dir, env={}, timeout_s=600, total_steps=2, progress=False, keep_fds=(fd,))

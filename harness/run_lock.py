@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.errors import UserError
-from harness.launch.status import read_status, write_status
 
 LOCK_FILE = "run.lock"
 ORPHANED = ("the run's processes are gone (nothing holds run.lock) but status.json still said 'running': "
@@ -86,6 +85,7 @@ def is_locked(run_dir: Path) -> bool:
 
 
 def settle_orphan(run_dir: Path) -> bool:
+    from harness.launch.status import read_status, write_status  # noqa: F401, PLC0415 - not on check's path
     """status.json says `running` but nothing holds the lock: rewrite it as `failed` (ORPHANED).
     Returns True when it did."""
     status = read_status(run_dir / "status.json")
