@@ -85,12 +85,15 @@ def is_locked(run_dir: Path) -> bool:
 
 
 def settle_orphan(run_dir: Path) -> bool:
-    from harness.launch.status import read_status, write_status  # noqa: F401, PLC0415 - not on check's path
     """status.json says `running` but nothing holds the lock: rewrite it as `failed` (ORPHANED).
-    Returns True when it did."""
-    status = read_status(run_dir / "status.json")
+    Returns True when it did. Reads without the launcher (`harness check`'s path must not load it)."""
+    from harness.bounded import read_json_object  # noqa: PLC0415
+
+    status = read_json_object(run_dir / "status.json", kind="status")
     if not status or status.get("state") != "running" or is_locked(run_dir):
         return False
+    from harness.launch.status import write_status  # noqa: PLC0415 - an orphan only, never on a sound run's path
+
     write_status(run_dir / "status.json", {**status, "state": "failed", "error": ORPHANED,
                                            "harness": {"outcome": "orphaned", "engine_wrote": {"state": "running"}}})
     return True
