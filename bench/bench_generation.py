@@ -17,7 +17,9 @@ seconds are reported as `first_s`). Variants:
   hf_static    model.generate(cache_implementation="static"): HF compiles the decode forward
   hf_dynamic   model.generate() with its default cache
 
-One JSON line per variant (and `ratio_vs_hf_static` on ours_graphs).
+One JSON line per variant (and `ratio_vs_hf_static` on ours_graphs). `--profile FILE` also writes
+torch.profiler's kernel table of one `ours_static` call (the kernels a graph replays, launched one
+by one so the profiler sees each), to find what a decode step spends beyond its weight reads.
 """
 
 from __future__ import annotations
@@ -101,6 +103,22 @@ def timed(fn, repeats: int) -> tuple[float, float]:
     return first, statistics.median(once() for _ in range(repeats))
 
 
+def profile(fn, path: str, title: str) -> None:
+    """torch.profiler's table of one call of `fn` (after a warm-up call), by total device time."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    with torch.no_grad():
+        fn()
+        torch.cuda.synchronize()
+        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70)
+    Path(path).write_text(f"{title}\n{table}\n")
+    print(f"profile: {path}", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="twin", choices=["twin", "vlm_twin", "dense_1b", "moe_1b"])
@@ -112,6 +130,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--out", default=None)
+    p.add_argument("--profile", default=None, help="write the kernel table of one ours_static call here")
     args = p.parse_args()
 
     from rl.generation import generate, row_seeds
@@ -157,6 +176,9 @@ def main() -> None:
         ratio = results["ours_graphs"]["tokens_per_sec"] / results["hf_static"]["tokens_per_sec"]
         results["ours_graphs"]["ratio_vs_hf_static"] = round(ratio, 2)
         print(json.dumps({"ratio_vs_hf_static": round(ratio, 2), "model": args.model, "batch": args.batch}), flush=True)
+    if args.profile:
+        profile(runs["ours_static"], args.profile, f"{args.model} {args.layers}, batch {args.batch}, "
+                f"prompt {args.prompt}, new {args.new}, ours_static")
     if args.out:
         with open(args.out, "a") as f:
             for r in results.values():

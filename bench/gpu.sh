@@ -36,9 +36,6 @@ EOF
 
 [ -n "$TARGET" ] && [ "$TARGET" != help ] || { usage; exit 2; }
 . bench/gpu_setup.sh || exit 1
-# fla autotunes each kernel on first use (about 2 minutes); the cache serves the later runs of a call.
-export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TORCHINDUCTOR_COMPILE_THREADS=4 \
-       TRITON_CACHE_AUTOTUNING=1 TRITON_CACHE_DIR=/tmp/triton
 mkdir -p "$RESULTS"
 
 record() { python3 bench/record.py --out "$RESULTS/$1.jsonl" --command "$COMMAND"; }   # stdin: a bench's output

@@ -12,4 +12,10 @@ fi
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export HARNESS="python3 -m harness.cli"
+# The compile and warm-start caches (bench/gpu_cache.sh carries them between calls): fla autotunes
+# each kernel on its first use (about 2 minutes), inductor compiles each decode forward; the caches
+# serve every later process of the call, and the next call when carried.
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TORCHINDUCTOR_COMPILE_THREADS=4 \
+       TRITON_CACHE_AUTOTUNING=1 TRITON_CACHE_DIR=/tmp/triton RL_CACHE_DIR=/tmp/rl-cache
+[ -f /tmp/.gpu_cache_restored ] || { bash bench/gpu_cache.sh restore && touch /tmp/.gpu_cache_restored; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader

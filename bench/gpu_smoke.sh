@@ -13,8 +13,6 @@
 set -uo pipefail
 RESULTS=${OUT:-bench/results}
 . bench/gpu_setup.sh || exit 1
-export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TORCHINDUCTOR_COMPILE_THREADS=4 \
-       TRITON_CACHE_AUTOTUNING=1 TRITON_CACHE_DIR=/tmp/triton
 SMOKE=/tmp/gpu-smoke-$(date +%s)
 T0=$(date +%s)
 timeout 540 $HARNESS nightly gpu-smoke -n 4 --no-history --out "$SMOKE"
