@@ -4,6 +4,7 @@
 # each at --scale h200x1 and judged by its h200x1 checks), the four entries side by side.
 #
 #   BENCH_COMMIT=<sha> bash bench/gpu_smoke.sh      # carry bench/.work (staging: bench/README.md)
+#   SMOKE_TIMEOUT_S=N                               # the suite's limit (540 s), to leave a call room
 #
 # Writes one stamped row per entry to $OUT/gpu_smoke.jsonl (bench/run_summary.py: state, checks
 # passed of total, step time, tokens/s), the suite's summary to $OUT/gpu_smoke.md and the run
@@ -15,7 +16,7 @@ RESULTS=${OUT:-bench/results}
 . bench/gpu_setup.sh || exit 1
 SMOKE=/tmp/gpu-smoke-$(date +%s)
 T0=$(date +%s)
-timeout 540 $HARNESS nightly gpu-smoke -n 4 --no-history --out "$SMOKE"
+timeout "${SMOKE_TIMEOUT_S:-540}" $HARNESS nightly gpu-smoke -n 4 --no-history --out "$SMOKE"
 rc=$?
 echo "gpu smoke: exit $rc after $(( $(date +%s) - T0 )) s"
 mkdir -p "$RESULTS"
