@@ -16,6 +16,7 @@ from typing import Any, Callable
 import torch
 
 from rl.algorithms.advantages import dynamic_sampling_keep, grpo_advantages
+from rl.algorithms.loss import needs_reference
 from rl.config import RunConfig
 from rl.generation import Generation, decode_responses, row_seeds
 from rl.generation.length_buckets import decode_in_groups
@@ -183,10 +184,13 @@ class GRPODriver:
                                                 lengths=ro.lengths.tolist())
             with timer.time("old_logprobs"):
                 handle = self.store.logprobs(handle, self.policy, reference=False)
-            with timer.time("ref_logprobs"):
-                handle = self.store.logprobs(handle, self.policy, reference=True)
+            reference = needs_reference(self.loss_cfg)
+            if reference:
+                with timer.time("ref_logprobs"):
+                    handle = self.store.logprobs(handle, self.policy, reference=True)
             with timer.time("data_plane"):
-                lp = self.store.read(handle, ("prev_logprobs", "ref_logprobs", "gen_logprobs", "response_mask"))
+                lp = self.store.read(handle, ("prev_logprobs", *(("ref_logprobs",) if reference else ()),
+                                              "gen_logprobs", "response_mask"))
             token_mask = lp["response_mask"].to(torch.float32) * sample_mask[:, None]
             num_tokens = int(token_mask.sum().item())
             with timer.time("training"):
@@ -204,7 +208,6 @@ class GRPODriver:
                  sample_mask: torch.Tensor, seconds: dict[str, float]) -> dict[str, Any]:
         mask = lp["response_mask"].to(torch.float32)
         response_lengths = mask.sum(dim=1)
-        ref_kl = _masked_k3_mean(lp["prev_logprobs"], lp["ref_logprobs"], mask)
         out: dict[str, Any] = {
             "train/reward": float(ro.rewards.mean()),
             "train/loss": train["loss"],
@@ -214,7 +217,6 @@ class GRPODriver:
             "train/token_mult_prob_error": train["token_mult_prob_error"],
             "train/gen_kl_error": train["gen_kl_error"],
             "train/kl_penalty": train["kl_penalty"],
-            "train/ref_kl": ref_kl,
             "train/clip_fraction": train["clip_fraction"],
             "train/approx_kl": train["approx_kl"],
             "train/is_truncated_fraction": train["is_truncated_fraction"],
@@ -228,6 +230,8 @@ class GRPODriver:
             "num_ranks": train["num_ranks"],
             "theoretical_tflops": train["theoretical_tflops"],
         }
+        if "ref_logprobs" in lp:  # a KL term in the loss: the reference pass ran
+            out["train/ref_kl"] = _masked_k3_mean(lp["prev_logprobs"], lp["ref_logprobs"], mask)
         out.update(phase_seconds(seconds))
         out.update(performance_metrics(
             tokens=int(ro.lengths.sum()), total_flops=out["total_flops"], theoretical_tflops=out["theoretical_tflops"],

@@ -29,7 +29,7 @@ import torch
 from rl.algorithms.kl import gen_kl_error, k3, masked_mean, token_mult_prob_error
 from rl.data.errors import DataIntegrityError
 
-__all__ = ["LossConfig", "TRUNCATIONS", "clipped_pg_loss", "importance_weights"]
+__all__ = ["LossConfig", "TRUNCATIONS", "clipped_pg_loss", "importance_weights", "needs_reference"]
 
 TRUNCATIONS = (None, "tis", "icepop")
 
@@ -114,6 +114,14 @@ def _check_shapes(shape: torch.Size, named: dict[str, torch.Tensor | None]) -> N
             if tensor.shape != shape:
                 raise DataIntegrityError(
                     f"clipped_pg_loss: {name} has shape {tuple(tensor.shape)}, expected {tuple(shape)}")
+
+
+def needs_reference(loss_cfg: LossConfig) -> bool:
+    """Whether a step needs the reference policy's log-probs: only for a KL term in the loss.
+
+    With `kl_beta: 0` the reference pass is skipped (a full forward over every row, ~8% of an
+    end-to-end step on one H200), and with it the `train/ref_kl` monitor."""
+    return loss_cfg.kl_beta != 0.0
 
 
 def clipped_pg_loss(

@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from rl.algorithms.loss import LossConfig
 from rl.backends import register
-from rl.backends.train_step import TRAIN_FIELDS, Forward, backward_micro_batch, forwards, schedule_lr
+from rl.backends.train_step import Forward, backward_micro_batch, forwards, schedule_lr, train_fields
 from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
 from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
@@ -155,7 +155,8 @@ class TorchBackend:
                    loss_cfg: LossConfig, step: int) -> dict[str, float]:
         """One optimizer step over this rank's rows at the lr of training step `step`; metrics are
         this rank's share (summable), and `lr`."""
-        missing = [f for f in TRAIN_FIELDS if f not in batch]
+        fields = train_fields(loss_cfg)
+        missing = [f for f in fields if f not in batch]
         if missing:
             raise DataIntegrityError(f"train batch lacks {missing}")
         self.optimizer.zero_grad(set_to_none=False)
@@ -163,7 +164,7 @@ class TorchBackend:
         rows = batch["input_ids"].shape[0]
         if rows:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
-            columns = {k: batch[k] for k in TRAIN_FIELDS + images}
+            columns = {k: batch[k] for k in fields + images}
             for mb, held, packing in self._forwards(columns, self.micro_batch_size):
                 curr = _token_logprobs(self.model, mb, packing, images)
                 backward_micro_batch(mb, len(held), curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)

@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import torch
 
-from rl.algorithms.loss import LossConfig, clipped_pg_loss
+from rl.algorithms.loss import LossConfig, clipped_pg_loss, needs_reference
 from rl.config import OptimizerConfig, SequencePackingConfig
 from rl.lr_schedule import lr_at
 from rl.models.packing import Packing, packed_groups, row_lengths
 
 __all__ = ["TRAIN_FIELDS", "Forward", "add_metrics", "backward_micro_batch", "forwards", "micro_batch_loss",
-           "micro_batches", "packed_micro_batches", "schedule_lr"]
+           "micro_batches", "packed_micro_batches", "schedule_lr", "train_fields"]
 
 # Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
 TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", "prev_logprobs",
                 "ref_logprobs", "advantages", "sample_mask")
+
+
+def train_fields(loss_cfg: LossConfig) -> tuple[str, ...]:
+    """TRAIN_FIELDS as a step with this loss reads them (no `ref_logprobs` without a KL term)."""
+    return TRAIN_FIELDS if needs_reference(loss_cfg) else tuple(f for f in TRAIN_FIELDS if f != "ref_logprobs")
 
 
 def micro_batches(columns: dict[str, torch.Tensor], size: int) -> list[tuple[dict[str, torch.Tensor], int]]:
@@ -83,7 +88,7 @@ def micro_batch_loss(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor,
     sample_mask[real:] = 0
     loss, metrics = clipped_pg_loss(
         curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"], gen_logprobs=mb["gen_logprobs"],
-        ref_logprobs=mb["ref_logprobs"], advantages=mb["advantages"], token_mask=mb["response_mask"],
+        ref_logprobs=mb.get("ref_logprobs"), advantages=mb["advantages"], token_mask=mb["response_mask"],
         sample_mask=sample_mask, cfg=loss_cfg, num_tokens=num_tokens)
     return loss, {key: float(value) for key, value in metrics.items()}
 

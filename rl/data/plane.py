@@ -38,9 +38,6 @@ from rl.data.kv_meta import KVBatchMeta, make_key
 __all__ = ["PLANES", "CallRows", "DataPlane", "LegacyPlane", "RankRows", "StoreRows", "TQPlane", "contiguous_blocks",
            "plane_class"]
 
-READ_BACK = ("prev_logprobs", "ref_logprobs", "gen_logprobs", "response_mask")
-
-
 def contiguous_blocks(rows: int, ranks: int) -> list[tuple[int, int]]:
     """[start, end) of rank r's rows: the legacy `shard_by_batch_size(ranks)` assignment."""
     if rows % ranks != 0:

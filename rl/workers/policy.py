@@ -26,7 +26,7 @@ import torch.distributed as dist
 from rl import faults, refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
-from rl.backends.train_step import TRAIN_FIELDS
+from rl.backends.train_step import train_fields
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.data.plane import RankRows
 from rl.models.image_inputs import IMAGE_FIELDS
@@ -117,7 +117,7 @@ class PolicyWorker(WorkerBase):
         share of the global means."""
         self._train_calls += 1
         self._plant_faults(self._train_calls)
-        cols = self._read(data, TRAIN_FIELDS + self._image_fields(data))
+        cols = self._read(data, train_fields(loss_cfg) + self._image_fields(data))
         out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=loss_cfg, step=step)
         out["rows"] = int(cols["input_ids"].shape[0])
         if self.device == "cuda":

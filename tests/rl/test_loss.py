@@ -203,3 +203,12 @@ def test_bf16_policy_logprobs_give_fp32_loss_and_bf16_grad():
     loss.backward()
     assert loss.dtype == torch.float32 and curr.grad.dtype == torch.bfloat16
     assert m["loss"] == pytest.approx(0.425, abs=1e-2)
+
+
+def test_the_reference_pass_runs_only_for_a_kl_term():
+    from rl.algorithms.loss import needs_reference
+    from rl.backends.train_step import TRAIN_FIELDS, train_fields
+
+    assert not needs_reference(LossConfig(kl_beta=0.0)) and needs_reference(LossConfig(kl_beta=0.01))
+    assert train_fields(LossConfig(kl_beta=0.01)) == TRAIN_FIELDS
+    assert train_fields(LossConfig(kl_beta=0.0)) == tuple(f for f in TRAIN_FIELDS if f != "ref_logprobs")

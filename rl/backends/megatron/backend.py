@@ -63,13 +63,13 @@ from rl.backends.megatron import packed_context as mpcp  # noqa: E402
 from rl.backends.megatron import pipeline as mpipe  # noqa: E402
 from rl.backends.megatron import vision as mvis  # noqa: E402
 from rl.backends.train_step import (  # noqa: E402
-    TRAIN_FIELDS,
     Forward,
     add_metrics,
     backward_micro_batch,
     forwards,
     micro_batch_loss,
     schedule_lr,
+    train_fields,
 )
 from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig  # noqa: E402
 from rl.data.errors import DataIntegrityError  # noqa: E402
@@ -435,7 +435,8 @@ class MegatronBackend:
                    loss_cfg: LossConfig, step: int) -> dict[str, float]:
         """One optimizer step over this rank's rows at the lr of training step `step`; metrics are
         this DP replica's share (summable), and `lr`."""
-        missing = [f for f in TRAIN_FIELDS if f not in batch]
+        fields = train_fields(loss_cfg)
+        missing = [f for f in fields if f not in batch]
         if missing:
             raise DataIntegrityError(f"train batch lacks {missing}")
         self.model.train()
@@ -448,7 +449,7 @@ class MegatronBackend:
             # each micro-batch once.
             dev = self._device()
             cut = [({k: v.to(dev, non_blocking=True) for k, v in mb.items()}, rows, packing)
-                   for mb, rows, packing in self._forwards({k: batch[k] for k in TRAIN_FIELDS + images},
+                   for mb, rows, packing in self._forwards({k: batch[k] for k in fields + images},
                                                            self.micro_batch_size)]
             if self.parallel.pp > 1:
                 self._pipeline_train(cut, images, num_tokens=num_tokens, loss_cfg=loss_cfg, totals=totals)
