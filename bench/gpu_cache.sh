@@ -1,29 +1,27 @@
 #!/bin/bash
-# The GPU machine's compile and warm-start caches, carried between device calls (each call starts
-# on a bare machine): Triton's kernels and fla's autotuning results, inductor's compiled graphs and
-# the engine's warm-start results (rl.warm_start, keyed by model, data, seed and device). A cold
-# machine pays minutes for them at every first use (fla autotunes each kernel, inductor compiles each
-# decode forward); with the cache the same code starts in seconds. Stale entries are harmless:
-# each cache keys its entries by the code and versions that made them.
+# Triton's autotuning results, carried between device calls (each call starts on a bare machine).
+# fla autotunes each of its kernels on first use: every candidate configuration is compiled and
+# timed, for the warm start's fp32 model, the trainer's bf16 one and the generator's, minutes on a
+# cold machine with four runs compiling at once. Triton keeps each result as a small
+# `*.autotune.json` in its cache (TRITON_CACHE_AUTOTUNING=1), keyed by Triton's version, the GPU,
+# the kernel's source and the candidate list, so a stale entry is never used; with them carried,
+# a kernel compiles its chosen configuration alone. The compiled kernels (~220 MB), inductor's
+# graphs and the warm starts' weights stay behind: they do not fit a call's 64 MiB.
 #
-#   bash bench/gpu_cache.sh save FILE     # on the GPU machine: the caches as one .tar.xz (to $OUT)
+#   bash bench/gpu_cache.sh save FILE     # on the GPU machine: the autotuning results as .tar.xz (to $OUT)
 #   bash bench/gpu_cache.sh restore       # on the GPU machine (bench/gpu_setup.sh does it): unpack
 #                                         # bench/.work/gpu_cache.tar.xz when it was carried
-#
-# Where they live there: bench/gpu_setup.sh's exports (/tmp/triton, /tmp/inductor, /tmp/rl-cache).
 set -uo pipefail
 CARRIED=bench/.work/gpu_cache.tar.xz
-DIRS=(triton inductor rl-cache)
 case "${1:-}" in
   save)
     out=${2:?usage: bash bench/gpu_cache.sh save FILE}
-    present=(); for d in "${DIRS[@]}"; do [ -d "/tmp/$d" ] && present+=("$d"); done
-    [ ${#present[@]} -gt 0 ] || { echo "gpu cache: nothing to save"; exit 0; }
-    tar -C /tmp -cf - "${present[@]}" | xz -T0 -6 > "$out" || exit 1
-    echo "gpu cache: $(du -sh "$out" | cut -f1) in $out (${present[*]})" ;;
+    [ -d /tmp/triton ] || { echo "gpu cache: nothing to save"; exit 0; }
+    (cd /tmp && find triton -name '*.autotune.json' -print0 | tar --null -T - -cf - | xz -T0 -9 > "$out") || exit 1
+    echo "gpu cache: $(find /tmp/triton -name '*.autotune.json' | wc -l) autotuning results, $(du -sh "$out" | cut -f1) in $out" ;;
   restore)
     [ -f "$CARRIED" ] || { echo "gpu cache: none carried (a cold start)"; exit 0; }
-    xz -dc "$CARRIED" | tar -C /tmp -xf - || exit 1
-    echo "gpu cache: restored $(du -sh "$CARRIED" | cut -f1) from $CARRIED" ;;
+    mkdir -p /tmp/triton && xz -dc "$CARRIED" | tar -C /tmp -xf - || exit 1
+    echo "gpu cache: restored $(find /tmp/triton -name '*.autotune.json' | wc -l) autotuning results from $CARRIED" ;;
   *) echo "usage: bash bench/gpu_cache.sh save FILE | restore" >&2; exit 2 ;;
 esac

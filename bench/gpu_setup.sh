@@ -12,7 +12,7 @@ fi
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export HARNESS="python3 -m harness.cli"
-# The compile and warm-start caches (bench/gpu_cache.sh carries them between calls): fla autotunes
+# The compile and warm-start caches (bench/gpu_cache.sh carries the autotuning between calls): fla autotunes
 # each kernel on its first use (about 2 minutes), inductor compiles each decode forward; the caches
 # serve every later process of the call, and the next call when carried.
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TORCHINDUCTOR_COMPILE_THREADS=4 \
