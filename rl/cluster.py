@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Collection, Iterator, Mapping
@@ -37,6 +38,11 @@ __all__ = ["Cluster", "DeadWorkerError", "WorkerHandle", "WorkerTimeoutError", "
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 3.0
+# Ray waits a fixed 30 s for its raylet to register with the GCS (ray._private.node, not configurable);
+# a loaded machine can miss it ("The current node timed out during startup"), so a private Ray that
+# did is started again, in a fresh temp dir.
+RAY_START_TIMED_OUT = "timed out during startup"
+RAY_START_ATTEMPTS = 3
 OBJECT_STORE_BYTES = 4 << 30  # explicit: a GPU machine's memory reads small at start (MACHINES.md)
 NODE_ID_LABEL = "ray.io/node-id"  # a label Ray gives every node
 # The GPU machines' NVLink-multicast switches: set in the driver's environment, they reach every worker.
@@ -60,13 +66,22 @@ def start_ray(*, num_cpus: float, num_gpus: int = 0, withhold: Collection[str] =
     if address:
         ray.init(address=address, log_to_driver=True)
         return None
-    temp_dir = tempfile.mkdtemp(prefix="rl-ray-", dir="/tmp")
-    log.info("private Ray in %s (removed after the run)", temp_dir)
-    with _withheld(withhold):
-        ray.init(address="local", num_cpus=max(int(num_cpus + 0.999), 1), num_gpus=num_gpus,
-                 object_store_memory=OBJECT_STORE_BYTES if num_gpus else None,
-                 include_dashboard=False, log_to_driver=True, _temp_dir=temp_dir)
-    return temp_dir
+    for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        temp_dir = tempfile.mkdtemp(prefix="rl-ray-", dir="/tmp")
+        log.info("private Ray in %s (removed after the run)", temp_dir)
+        try:
+            with _withheld(withhold):
+                ray.init(address="local", num_cpus=max(int(num_cpus + 0.999), 1), num_gpus=num_gpus,
+                         object_store_memory=OBJECT_STORE_BYTES if num_gpus else None,
+                         include_dashboard=False, log_to_driver=True, _temp_dir=temp_dir)
+            return temp_dir
+        except Exception as error:  # noqa: BLE001 - only Ray's start-up timeout is retried; the rest re-raised
+            ray.shutdown()
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            if RAY_START_TIMED_OUT not in str(error) or attempt == RAY_START_ATTEMPTS:
+                raise
+            log.warning("private Ray: %s (attempt %d of %d); starting it again", error, attempt, RAY_START_ATTEMPTS)
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager
