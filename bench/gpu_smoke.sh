@@ -20,7 +20,7 @@ timeout "${SMOKE_TIMEOUT_S:-540}" $HARNESS nightly gpu-smoke -n 4 --no-history -
 rc=$?
 echo "gpu smoke: exit $rc after $(( $(date +%s) - T0 )) s"
 mkdir -p "$RESULTS"
-find "$SMOKE" -mindepth 1 -maxdepth 1 -type d | sort | xargs python3 bench/run_summary.py \
+find "$SMOKE" -mindepth 2 -maxdepth 2 -name recipe.yaml -printf "%h\n" | sort | xargs python3 bench/run_summary.py \
   | python3 bench/record.py --out "$RESULTS/gpu_smoke.jsonl" --command "bash bench/gpu_smoke.sh"
 cp "$SMOKE/summary.md" "$RESULTS/gpu_smoke.md" 2>/dev/null
 # the run dirs, for the record (thresholds cite them): metrics, status, result, logs; no checkpoints
