@@ -12,6 +12,8 @@ fi
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export HARNESS="python3 -m harness.cli"
+# the commit under test for the nightly summary and history (the machine's copy has no or a stale .git)
+[ -n "${BENCH_COMMIT:-}" ] && export HARNESS_COMMIT=$BENCH_COMMIT
 # The compile and warm-start caches (bench/gpu_cache.sh carries the autotuning between calls): fla autotunes
 # each kernel on its first use (about 2 minutes), inductor compiles each decode forward; the caches
 # serve every later process of the call, and the next call when carried.

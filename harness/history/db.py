@@ -143,9 +143,12 @@ def query(path: Path, *, recipe: str | None = None, entry: str | None = None, ha
 
 
 def current_commit(cwd: Path | None = None) -> str | None:
-    """The commit under test: $GITHUB_SHA in CI, else `git rev-parse HEAD`, else None."""
-    if os.environ.get("GITHUB_SHA"):
-        return os.environ["GITHUB_SHA"]
+    """The commit under test: $HARNESS_COMMIT when set (a copy of the tree whose .git is absent or
+    stale: the GPU machine's, where bench/gpu_setup.sh sets it from BENCH_COMMIT), $GITHUB_SHA in
+    CI, else `git rev-parse HEAD`, else None."""
+    for name in ("HARNESS_COMMIT", "GITHUB_SHA"):
+        if os.environ.get(name):
+            return os.environ[name]
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):

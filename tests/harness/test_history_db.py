@@ -89,8 +89,12 @@ def test_check_verdicts_from_result_json(tmp_path):
 
 
 def test_commit_prefers_github_sha(monkeypatch, tmp_path):
+    monkeypatch.delenv("HARNESS_COMMIT", raising=False)
     monkeypatch.setenv("GITHUB_SHA", "f" * 40)
     assert current_commit() == "f" * 40
+    monkeypatch.setenv("HARNESS_COMMIT", "8eedb7b")  # a tree copy whose .git is stale: it wins
+    assert current_commit() == "8eedb7b"
+    monkeypatch.delenv("HARNESS_COMMIT")
     monkeypatch.delenv("GITHUB_SHA")
     assert current_commit(tmp_path) is None  # not a git checkout
 
