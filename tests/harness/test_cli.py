@@ -154,6 +154,11 @@ def test_run_rejects_a_bad_plan_before_launch(tmp_path, capsys):
      "bad.yaml:3: check 'x': expected a number"),
     ('recipe: arith_grpo_cpu\nchecks:\n  - {name: x, expr: "max(train/reward) > 0", why: w, since: 2026-12-01,'
      ' hardware: [h200]}\n', "bad.yaml"),
+    ('recipe: arith_grpo_cpu\nchecks:\n  - {name: x, expr: "max(train/rewrd) > 0", why: w, since: 2026-12-01}\n',
+     "bad.yaml:3: check 'x' reads train/rewrd, which this run does not write: the engine's grpo runs write no "
+     "such metric; did you mean train/reward?"),
+    ('recipe: arith_grpo_cpu\nchecks:\n  - {name: x, expr: "max(train/ref_kl) < 1", why: w, since: 2026-12-01}\n',
+     "algorithm.loss.kl_beta is 0, so the engine runs no reference pass"),
 ])
 @pytest.mark.parametrize("dry", [True, False])
 def test_run_refuses_a_thresholds_file_that_cannot_judge_it_before_launch(tmp_path, capsys, body, message, dry):

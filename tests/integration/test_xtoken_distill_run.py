@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.thresholds.engine_metrics import BY_ALGORITHM
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=143)]  # the file, measured on 2 shared cores
 
@@ -41,4 +42,5 @@ def test_distillation_runs_on_both_paths_bitwise_equal(tmp_path, monkeypatch):
                     "train/num_valid_chunks", "total_flops", "performance/mfu"):
             assert all(key in r for r in rows), (path, key)
         assert all(r["train/num_valid_chunks"] > 0 for r in rows)
+        assert {k for r in rows for k in r} <= set(BY_ALGORITHM["distill"])  # the harness knows every metric
     assert got["tq:invariant:dispatch_row_order"]["ok"]

@@ -113,6 +113,9 @@ def test_short_run_writes_every_file(baseline: Path) -> None:
                 "timing/train/training", "timing/train/refit", "performance/tokens_per_sec_per_gpu",
                 "performance/mfu", "total_flops", "num_ranks", "theoretical_tflops"):
         assert all(key in r for r in rows), key
+    from harness.thresholds.engine_metrics import BY_ALGORITHM  # the engine's side of the run-dir contract
+    assert {k for r in rows for k in r} <= set(BY_ALGORITHM["grpo"]), {k for r in rows for k in r} - set(
+        BY_ALGORITHM["grpo"])
     assert rows[0]["num_ranks"] == 2 and rows[0]["train/num_valid_samples"] == 16
     phases = ("generation", "old_logprobs", "ref_logprobs", "training", "refit", "data_plane", "other")
     for r in rows:  # the per-phase breakdown adds up to the step
