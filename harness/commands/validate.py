@@ -15,11 +15,12 @@ from pathlib import Path
 from harness.checks.judge import judge_run
 from harness.errors import USER_ERRORS, UsageError
 from harness.plan import make_plan
-from harness.preflight import ask_engine, engine_recipes, refusals
+from harness.preflight import StaticAnswers, engine_recipes, refusals
 from harness.recipe import find_recipes, load_recipe
 from harness.selftest import FAILS_AS_IS, OK, PROBLEMS, run_to_run_sd, self_test, status_counts
 from harness.selftest.cited import cited_runs
-from harness.suites import find_suites, is_suite_path, suite_problems
+from harness.suites import find_suites, is_suite_path, load_suite, suite_problems
+from harness.suites.validate import entry_asks
 from harness.thresholds import load_thresholds
 from harness.thresholds.of_recipe import recipe_thresholds
 
@@ -45,12 +46,13 @@ def validate_one(path: Path, asks: dict[tuple, Mapping]) -> list[str]:
     return problems
 
 
-def engine_problems(asks: dict[tuple, Mapping],
-                    needs: dict[Path, list[str]] | None = None) -> dict[Path, list[str]]:
+def engine_problems(asks: dict[tuple, Mapping], needs: dict[Path, list[str]] | None = None,
+                    ask: StaticAnswers | None = None) -> dict[Path, list[str]]:
     """The engine's static refusals, per recipe file, each led by its scale (and variant);
     `needs` receives the full-scale recipe's checkpoint and datasets, per recipe file."""
     out: dict[Path, list[str]] = {}
-    for (path, label, variant), answer in ask_engine(asks, machine=False).items() if asks else ():
+    ask = ask or StaticAnswers()
+    for (path, label, variant), answer in ask(asks).items() if asks else ():
         for line in refusals({variant: answer}, "static"):
             out.setdefault(path, []).append(f"{label}: {line}")
         if needs is not None and label == "full scale":
@@ -59,11 +61,29 @@ def engine_problems(asks: dict[tuple, Mapping],
     return out
 
 
-def validate_suites(paths: list[Path]) -> int:
+def suite_asks(paths: list[Path]) -> dict[tuple, Mapping]:
+    """What the engine will be asked about every enabled entry of the suites under `paths` that
+    resolves (validate_suites reports the others), so that one engine start answers them and the
+    recipes together."""
+    out: dict[tuple, Mapping] = {}
+    for path in find_suites(paths):
+        try:
+            entries = load_suite(path).enabled
+        except USER_ERRORS:
+            continue
+        for entry in entries:
+            try:
+                out.update({(path, *key): recipe for key, recipe in entry_asks([entry]).items()})
+            except (*USER_ERRORS, ValueError):
+                continue
+    return out
+
+
+def validate_suites(paths: list[Path], ask: StaticAnswers | None = None) -> int:
     """Suites under the paths (recipes/suites/*.yaml): entries, disabled dates, GPU-hour budget."""
     failed = 0
     for path in find_suites(paths):
-        check, problems = suite_problems(path)
+        check, problems = suite_problems(path, ask=ask)
         if problems:
             failed += 1
             for problem in problems:
@@ -122,7 +142,11 @@ def main(args: argparse.Namespace) -> int:
     asks: dict[tuple, Mapping] = {}
     found = {recipe: validate_one(recipe, asks) for recipe in recipes}
     needs: dict[Path, list[str]] = {}
-    refused = engine_problems(asks, needs)
+    ask = StaticAnswers()
+    every = {**asks, **suite_asks(paths)}
+    if every:
+        ask(every)  # one engine start; the questions below are answered from it
+    refused = engine_problems(asks, needs, ask)
     for recipe in recipes:
         problems = found[recipe] + refused.get(recipe, [])
         if problems:
@@ -135,7 +159,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"     needs {line}")
     if recipes:
         print(f"{len(recipes) - failed} of {len(recipes)} recipes valid")
-    failed_suites = validate_suites(paths)
+    failed_suites = validate_suites(paths, ask)
     if failed or failed_suites:
         return 2
     unproven = sum(self_test_cited(recipe, Path(args.history)) for recipe in recipes) if args.self_test else 0

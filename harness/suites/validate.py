@@ -12,6 +12,7 @@ hours. See docs/nightly.md.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from harness.preflight import ask_engine, engine_recipes, refusals
 from harness.recipe import load_recipe
 from harness.suites.load import load_suite
 from harness.suites.model import Entry, Suite
+
+StaticAsk = Callable[[Mapping], dict]  # recipes by key -> the engine's static Answer by key (harness.preflight)
 
 MAX_DISABLED_DAYS = 183  # a disable longer than ~6 months is a deletion in disguise
 
@@ -85,22 +88,31 @@ def disabled_problem(entry: Entry, today: dt.date) -> str | None:
     return None
 
 
-def refused_entries(entries: list[Entry]) -> list[str]:
-    """The engine's static refusals of these (resolvable) entries, one line each: an entry the
-    engine cannot run on any machine cannot be enabled. One engine process answers them all."""
+def entry_asks(entries: list[Entry]) -> dict[tuple[str, str], Mapping]:
+    """What the engine will be given for each entry, keyed (entry id, parity variant)."""
     asks = {}
     for entry in entries:
         recipe = load_recipe(entry.recipe, entry.overrides, scale=entry.scale).data
         for variant, engine_recipe in engine_recipes(recipe).items():
             asks[(entry.id, variant)] = engine_recipe
+    return asks
+
+
+def refused_entries(entries: list[Entry], ask: StaticAsk | None = None) -> list[str]:
+    """The engine's static refusals of these (resolvable) entries, one line each: an entry the
+    engine cannot run on any machine cannot be enabled. One engine process answers them all
+    (`ask`: a `StaticAnswers` that already holds them, or ask the engine now)."""
+    asks = entry_asks(entries)
+    ask = ask or (lambda recipes: ask_engine(recipes, machine=False))
     out = []
-    for (entry_id, variant), answer in (ask_engine(asks, machine=False) if asks else {}).items():
+    for (entry_id, variant), answer in (ask(asks) if asks else {}).items():
         out.extend(f"entry {entry_id}: the engine refuses it on every machine: {line}; fix the recipe or "
                    "disable the entry" for line in refusals({variant: answer}, "static"))
     return out
 
 
-def validate_suite(suite: Suite, *, today: dt.date | None = None, engine: bool = True) -> SuiteCheck:
+def validate_suite(suite: Suite, *, today: dt.date | None = None, engine: bool = True,
+                   ask: StaticAsk | None = None) -> SuiteCheck:
     """Every problem of the suite, one line each, naming the entry and the key to change.
     `engine`: also ask the engine's static preflight about the enabled entries (one process)."""
     today = today or dt.date.today()
@@ -114,7 +126,7 @@ def validate_suite(suite: Suite, *, today: dt.date | None = None, engine: bool =
         except (*USER_ERRORS, ValueError) as error:
             check.problems.append(f"entry {entry.id}: {error}")
     if engine:
-        check.problems.extend(refused_entries([e for e in suite.enabled if e.id in check.estimates]))
+        check.problems.extend(refused_entries([e for e in suite.enabled if e.id in check.estimates], ask))
     total = check.gpu_hours
     if total > suite.budget_gpu_hours + 1e-9:
         parts = ", ".join(f"{e.id} {check.estimates[e.id].gpu_hours:.1f}"
@@ -125,11 +137,12 @@ def validate_suite(suite: Suite, *, today: dt.date | None = None, engine: bool =
     return check
 
 
-def suite_problems(path: Path, *, today: dt.date | None = None) -> tuple[SuiteCheck | None, list[str]]:
+def suite_problems(path: Path, *, today: dt.date | None = None,
+                   ask: StaticAsk | None = None) -> tuple[SuiteCheck | None, list[str]]:
     """Load and validate the suite file at `path`: (the check, or None if it did not load; problems)."""
     try:
         suite = load_suite(path)
     except USER_ERRORS as error:
         return None, [str(error)]
-    check = validate_suite(suite, today=today)
+    check = validate_suite(suite, today=today, ask=ask)
     return check, check.problems

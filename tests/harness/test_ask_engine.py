@@ -128,3 +128,24 @@ def test_validate_rejects_a_recipe_whose_model_config_the_engine_rejects(tmp_pat
             "not a Qwen3_5MoeTextConfig field") in captured.err
     assert "0 of 1 recipes valid" in captured.out
 
+
+
+def test_static_questions_take_one_engine_start_whatever_their_env(fake_engine, monkeypatch):
+    """A suite of fault entries, each with its own RL_FAULTS, used to cost one engine start each
+    (the faults suite's validation: 250 s on 2 cores); `StaticAnswers` asks a recipe once."""
+    from harness.preflight import StaticAnswers
+
+    fake_engine({"static": [], "machine": []})
+    starts = []
+    command = harness.engines.preflight_command
+    monkeypatch.setattr(harness.engines, "preflight_command",
+                        lambda files, *, machine: starts.append(len(files)) or command(files, machine=machine))
+    recipes = {f: load_recipe(RECIPES / "arith_grpo_cpu.yaml", [f"++env.RL_FAULTS={f}"]).data
+               for f in ("nan_loss", "dispatch_inverse_reorder", "worker_sigkill")}
+    ask_engine(recipes, machine=False)
+    assert starts == [3]
+    ask_engine(recipes, machine=True)  # this machine's answers can depend on the env: one start per env
+    assert starts == [3, 1, 1, 1]
+    ask = StaticAnswers()
+    assert ask(recipes).keys() == recipes.keys() and ask({"again": recipes["nan_loss"]})["again"].static == []
+    assert starts == [3, 1, 1, 1, 3]  # the second question was answered without the engine
