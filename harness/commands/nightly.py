@@ -28,7 +28,8 @@ def pytest_args(args: argparse.Namespace, suite_path: Path, out: Path) -> list[s
             "-p", "no:cacheprovider", "--noconftest", "-o", f"junit_suite_name=nightly-{suite_path.stem}",
             "--junitxml", str(out / "junit.xml"), "-rfEs",
             "--nightly-out", str(out), "--nightly-retries", str(args.retries),
-            "--nightly-history", "" if args.no_history else str(args.history)]
+            "--nightly-history", "" if args.no_history else str(args.history),
+            "--nightly-engine-checked"]  # main() validated the suite with the engine: no second start per worker
     for flag, values in (("--nightly-entry", args.entry), ("--nightly-hardware", args.hardware),
                          ("--nightly-tag", args.tag)):
         for value in values or ():
