@@ -116,6 +116,9 @@ FAKE = textwrap.dedent("""\
         status("failed", 1); result(True); sys.exit(1)
     if mode == "infra":
         status("completed", 0); result(False); sys.exit(0)
+    if mode == "plain":  # fails at once, for a reason of its own (no infrastructure signature)
+        (out / "engine.log").write_text("ValueError: a bug of the recipe's own\\n")
+        metrics.write_text('{"step": 1}\\n'); status("failed", 1); result(True); sys.exit(1)
     if mode == "leave":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
         metrics.write_text('{"step": 1}\\n'); status("completed", 0); result(False); sys.exit(0)
@@ -190,5 +193,5 @@ def test_a_wrong_verdict_is_retried_only_for_an_infrastructure_failure(tmp_path)
     assert [a["infra"] for a in run["attempts"]] == ["ray_node_start", None]
     assert run["verdict"] == "pass" and run["attempts"][0]["retried"]
     (tmp_path / "b").mkdir()
-    once = _play(tmp_path / "b", "lose", Expect(exit=1))  # wrong for a reason of its own: one attempt
+    once = _play(tmp_path / "b", "plain", Expect(exit=0))  # wrong for a reason of its own: one attempt
     assert len(once["attempts"]) == 1 and once["verdict"] == "fail"
