@@ -84,6 +84,19 @@ def wait_until(predicate, what: str, proc: subprocess.Popen | None = None, timeo
         time.sleep(0.1)
 
 
+def lock_holders(run_dir: Path) -> list[str]:
+    """The command lines of the processes with run.lock open (a leaked descriptor shows here)."""
+    lock, found = str(run_dir / "run.lock"), []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if any(os.readlink(f"/proc/{entry}/fd/{fd}") == lock for fd in os.listdir(f"/proc/{entry}/fd")):
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")[:200]
+                found.append(f"{entry}: {cmdline!r}")
+        except OSError:
+            continue
+    return found
+
+
 def steps(run_dir: Path) -> int:
     path = run_dir / "metrics.jsonl"
     return path.read_text().count("\n") if path.exists() else 0
@@ -128,6 +141,12 @@ def test_a_killed_harness_takes_its_engine_along_and_the_dir_is_locked_until_the
     killed = time.monotonic()
     wait_until(lambda: not processes_with(token), "end of the engine and its Ray processes")
     gone_s = time.monotonic() - killed
+    # A process that is exiting has already lost its environment (what processes_with reads) but
+    # may still hold its files for a moment: the lock is free once the last holder closed it.
+    try:
+        wait_until(lambda: not lock_holders(out), "run.lock free")
+    except AssertionError:
+        raise AssertionError(f"run.lock still held after the run's processes ended: {lock_holders(out)}") from None
     status = json.loads((out / "status.json").read_text())
     assert status["state"] == "interrupted" and status["exit_code"] == 143, status
     print(f"engine and its Ray gone {gone_s:.1f} s after the harness's SIGKILL")
