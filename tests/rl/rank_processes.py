@@ -1,7 +1,9 @@
 """Run a test's body in freshly spawned processes, one per rank, and collect what each returned.
 
-Why spawned: megatron-core's CPU shims patch torch.cuda for the whole process, and
-torch.distributed allows one default group per process; a pytest worker must keep neither.
+Why fresh processes: megatron-core's CPU shims patch torch.cuda for the whole process, and
+torch.distributed allows one default group per process; a pytest worker must keep neither. They
+are forked from a fork server that has imported the heavy modules once (PRELOAD) and done nothing
+else, so each starts clean without paying those imports again.
 `fn(rank, port)` runs in each process (a module-level function, so it pickles); `port` is free
 on 127.0.0.1 for its process group or store. Its return value comes back through a file.
 
@@ -13,6 +15,8 @@ is retried on a fresh port.
 
 from __future__ import annotations
 
+import importlib.util
+import multiprocessing
 import os
 import tempfile
 from collections.abc import Callable
@@ -24,13 +28,20 @@ import torch.multiprocessing as mp
 from rl.ports import free_port
 
 ATTEMPTS = 3
+# Rank processes come from a fork server that imported these once (per pytest worker): a spawned
+# rank re-imported torch, transformers and megatron-core, ~10 s of a 2-core box per rank and test.
+# Nothing is initialised before the fork (no process group, no shim, no thread pool in use).
+PRELOAD = [name for name in ("torch", "torch.distributed", "transformers", "megatron.core", "rl.models")
+           if importlib.util.find_spec(name.split(".")[0]) is not None]
+multiprocessing.set_forkserver_preload(PRELOAD)
 
 
 def spawn_on_free_port(child: Callable[..., None], args: Callable[[int], tuple], nprocs: int) -> None:
-    """`mp.spawn(child, args(port), nprocs)` on a fresh free port, again if the port was taken."""
+    """`mp.spawn(child, args(port), nprocs)` (from the fork server) on a fresh free port, again if the
+    port was taken."""
     for attempt in range(ATTEMPTS):
         try:
-            mp.spawn(child, args=args(free_port()), nprocs=nprocs, join=True)
+            mp.start_processes(child, args=args(free_port()), nprocs=nprocs, join=True, start_method="forkserver")
             return
         except mp.ProcessRaisedException as e:
             if "EADDRINUSE" not in str(e) or attempt == ATTEMPTS - 1:
