@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="judge a run dir (or a metrics file) against thresholds")
     check.add_argument("run_dir", help="a run dir, or a metrics file (metrics.jsonl, reference JSON)")
-    check.add_argument("--thresholds", help="thresholds file (default: the recipe's checks.thresholds)")
+    check.add_argument("--thresholds", help="thresholds file (default: the recipe's checks.thresholds); "
+                       "another file's verdict goes to RUN_DIR/checks/<its stem>/")
     check.add_argument("--hardware", help="hardware class of the thresholds to apply")
     check.add_argument("--steps", type=int, help="the step count the run must reach (default: the recipe's)")
     check.add_argument("--self-test", dest="self_test", action="store_true",
