@@ -13,6 +13,7 @@
     harness nightly SUITE [-n N] [--out DIR] [--entry ID] [--shard I/N] [--history FILE]
     harness history RECIPE [--db FILE] [--entry ID] [--hardware H] [--last N]
     harness import reference PATH [--out DIR] [--write]
+    harness --version
 
 Exit codes: 0 every check passed; 1 a check failed; 2 bad input (recipe, thresholds, usage);
 3 an internal error. Bad input is one line on stderr, never a traceback
@@ -41,6 +42,20 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
+class _Version(argparse.Action):
+    """`--version`, looked up only when asked: no command pays for importlib.metadata."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the harness's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from harness.version import harness_version  # noqa: PLC0415
+
+        print(f"harness {harness_version()}")
+        parser.exit()
+
+
 def _recipe_args(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
     p.add_argument("recipe", nargs="?" if optional else None, help="recipe YAML file")
     p.add_argument("overrides", nargs="*", help="overrides a.b=c (existing key) or ++a.b=c (new key)")
@@ -50,6 +65,7 @@ def _recipe_args(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="harness", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="resolve, validate, plan, launch, check and report a recipe")
@@ -87,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="judge a run dir (or a metrics file) against thresholds")
     check.add_argument("run_dir", help="a run dir, or a metrics file (metrics.jsonl, reference JSON)")
-    check.add_argument("--thresholds", help="thresholds file (default: the recipe's checks.thresholds)")
+    check.add_argument("--thresholds", help="thresholds file (default: the recipe's checks.thresholds); "
+                       "another file's verdict goes to RUN_DIR/checks/<its stem>/")
     check.add_argument("--hardware", help="hardware class of the thresholds to apply")
     check.add_argument("--steps", type=int, help="the step count the run must reach (default: the recipe's)")
     check.add_argument("--self-test", dest="self_test", action="store_true",

@@ -8,14 +8,30 @@ every step from 1 to the recipe's step count, and none past it.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from pathlib import Path
 
+from harness.checks.failure_cause import failure_cause, strip_ansi
 from harness.checks.verdict import Verdict
 
 NAME = "run_completed"
 
 
-def _fail(message: str) -> Verdict:
-    return Verdict(name=NAME, kind="completion", ok=False, message=message)
+def _fail(message: str, *, extra: dict | None = None) -> Verdict:
+    return Verdict(name=NAME, kind="completion", ok=False, message=message, extra=extra or {})
+
+
+def _not_completed(status: Mapping, log: Path | None) -> Verdict:
+    """The run stopped: its state, step and cause in one line, and where the whole story is.
+
+    When the cause is shortened (a worker's traceback), the whole error travels in `extra`, so
+    junit.xml and result.json carry it.
+    """
+    error = str(status.get("error") or "no error recorded")
+    cause = failure_cause(error)
+    where = f" (engine output: {log})" if log is not None else ""
+    whole = strip_ansi(error).strip()
+    return _fail(f"run state is {status.get('state')!r} at step {status.get('last_step')!r}: {cause}{where}",
+                 extra={"error": whole} if whole != cause else None)
 
 
 def status_problem(status: Mapping, expected_steps: int) -> str | None:
@@ -38,17 +54,17 @@ def status_problem(status: Mapping, expected_steps: int) -> str | None:
     return None
 
 
-def check_completion(*, status: Mapping | None, steps: Collection[int], expected_steps: int) -> Verdict:
+def check_completion(*, status: Mapping | None, steps: Collection[int], expected_steps: int,
+                     log: Path | None = None) -> Verdict:
     """Fails unless status.json is a consistent "completed" and metrics hold steps 1..expected_steps.
 
-    `steps` holds each step once (a set, a range, or Metrics.logged_steps()).
+    `steps` holds each step once (a set, a range, or Metrics.logged_steps()); `log` is the run's
+    engine.log, named in the verdict of a run that did not complete.
     """
     if status is None:
         return _fail("no status.json in the run dir")
-    state = status.get("state")
-    if state != "completed":
-        why = status.get("error") or "no error recorded"
-        return _fail(f"run state is {state!r} at step {status.get('last_step')!r}: {str(why)[:500]}")
+    if status.get("state") != "completed":
+        return _not_completed(status, log)
     problem = status_problem(status, expected_steps)
     if problem:
         return _fail(problem)

@@ -90,8 +90,9 @@ def judge_run(
             verdicts.append(Verdict(name="run_completed", kind="completion", ok=False,
                                     message="the step count is unknown: no recipe.yaml in the run dir (give --steps)"))
         else:
+            log = run_dir / "engine.log"
             verdicts.append(check_completion(status=status, steps=metrics.logged_steps(),
-                                             expected_steps=expected_steps))
+                                             expected_steps=expected_steps, log=log if log.is_file() else None))
     checks: list[ThresholdCheck] = []
     if thresholds_path is None:
         verdicts.append(Verdict(name="thresholds", kind="threshold", ok=False,

@@ -8,6 +8,9 @@ Order: the verdict table is printed and result.json and junit.xml are written fi
 modules that import neither matplotlib nor the recipe loader; report.md and its plots (about
 0.2 s a plot) come after, or not at all with `--no-report` (CI reads only the exit code and
 junit.xml). The exit code is the same either way.
+
+Another `--thresholds` file's verdict goes beside the run's own, never over it (`verdict_dir`),
+and a folder that is no run dir gets nothing (docs/architecture.md, "`harness check`").
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 from harness.bounded import read_json_object
 from harness.checks.judge import Judgement, judge_run
 from harness.console import format_verdicts
-from harness.errors import UsageError
+from harness.errors import UsageError, shown
 from harness.report.junit import write_junit
 from harness.report.result_json import write_result_json
 from harness.run_lock import ORPHANED, settle_orphan
@@ -66,10 +69,35 @@ def read_plan(run_dir: Path) -> dict | None:
     return read_json_object(path, kind="json")  # damaged, a symlink, a key twice: the report says less
 
 
+RUN_DIR_MARKS = ("status.json", "recipe.yaml")  # the engine's first file and the harness's first file
+CHECKS_DIR = "checks"
+
+
+def refuse_non_run_dir(target: Path) -> None:
+    """A folder with neither mark (`runs/`, an empty one) is not a run dir: judging it would write
+    a failing verdict into a folder that holds no run."""
+    if target.is_dir() and not any((target / mark).is_symlink() or (target / mark).exists() for mark in RUN_DIR_MARKS):
+        raise UsageError(f"{shown(str(target))}: not a run dir (it holds neither status.json nor recipe.yaml); "
+                         "name a run dir or a metrics file")
+
+
+def verdict_dir(target: Path, recipe: dict | None, thresholds: str | None) -> Path:
+    """Where this check's result.json, junit.xml and report.md go: the run dir, or, for a thresholds
+    file other than the run's own, RUN_DIR/checks/<stem>/ (a bare metrics file: its folder)."""
+    run_dir = target if target.is_dir() else target.parent
+    own = ((recipe or {}).get("checks") or {}).get("thresholds")
+    if not target.is_dir() or thresholds is None or (own and Path(own).resolve() == Path(thresholds).resolve()):
+        return run_dir
+    if (run_dir / CHECKS_DIR).is_symlink():
+        raise UsageError(f"{shown(str(run_dir / CHECKS_DIR))} is a symlink: nothing is written through one")
+    return run_dir / CHECKS_DIR / (Path(thresholds).stem.strip(".") or "thresholds")
+
+
 def main(args: argparse.Namespace) -> int:
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be at least 1, got {args.steps}")
     target = Path(args.run_dir)
+    refuse_non_run_dir(target)
     if target.is_dir() and settle_orphan(target):
         print(f"note: {target}: {ORPHANED}; status.json now says 'failed'")
     judgement = judge_run(
@@ -78,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
         hardware=args.hardware,
         expected_steps=args.steps,
     )
-    run_dir = target if target.is_dir() else target.parent
+    out = verdict_dir(target, judgement.recipe, args.thresholds)
     name = (judgement.recipe or {}).get("name") or target.stem
     print(format_verdicts(judgement.verdicts), end="")
     tests = None
@@ -89,13 +117,14 @@ def main(args: argparse.Namespace) -> int:
         sd = run_to_run_sd(Path(args.history), recipe=name, hardware=judgement.hardware)
         tests = self_test(judgement, sd=sd)
         print(format_self_test(tests), end="")
-    write_verdict_files(run_dir, judgement, name=name, self_tests=tests)
-    print(f"wrote {run_dir / 'result.json'}, junit.xml", flush=True)  # CI may act on these while the report draws
+    write_verdict_files(out, judgement, name=name, self_tests=tests)
+    print(f"wrote {out / 'result.json'}, junit.xml", flush=True)  # CI may act on these while the report draws
     if args.report:
-        write_report(run_dir, judgement, name=name, plan=read_plan(run_dir), self_tests=tests)
-        print(f"wrote {run_dir / 'report.md'}")
-    elif (run_dir / "report.md").exists():
-        print(f"note: {run_dir / 'report.md'} is left from an earlier check (--no-report)")
+        plan = read_plan(target if target.is_dir() else target.parent)
+        write_report(out, judgement, name=name, plan=plan, self_tests=tests)
+        print(f"wrote {out / 'report.md'}")
+    elif (out / "report.md").exists():
+        print(f"note: {out / 'report.md'} is left from an earlier check (--no-report)")
     return 0 if judgement.ok and not _unproven(tests) else 1
 
 

@@ -2,6 +2,12 @@
 
 Every run-dir file the harness writes goes through here: the bytes land in a temporary file in
 the same directory, are flushed to disk, and then replace the target with `os.replace`.
+
+The file is made as `open()` makes one (0666 less the umask: 0644 under the usual 022), like the
+engine's metrics.jsonl: reports and verdicts were 0600, unreadable to others on a shared artifact
+host. Nothing written through here is meant to hold a secret (recipe.yaml is redacted; secret
+values are scrubbed from status.json and engine.log after a run); the one file that does, a Ray
+job's env file, is made 0600 on its own (harness/launch/ray_job.py `hand_over`).
 """
 
 from __future__ import annotations
@@ -58,13 +64,14 @@ def _open_dir(path: Path, *, follow: bool) -> int:
 
 
 def _temp_beside(name: str, dir_fd: int) -> tuple[int, str]:
-    """A new file `.NAME.<random>.tmp` in the directory `dir_fd`, opened for writing, mode 0600:
-    what tempfile.mkstemp makes, without importing tempfile and random on every `harness check`."""
+    """A new file `.NAME.<random>.tmp` in the directory `dir_fd`, opened for writing, mode 0666 less
+    the umask: what tempfile.mkstemp makes (but for its 0600), without importing tempfile and random
+    on every `harness check`."""
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     for _ in range(100):
         tmp = f".{name}.{os.urandom(6).hex()}.tmp"
         try:
-            return os.open(tmp, flags, 0o600, dir_fd=dir_fd), tmp
+            return os.open(tmp, flags, 0o666, dir_fd=dir_fd), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name for {name}")

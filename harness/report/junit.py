@@ -39,6 +39,8 @@ def failure_text(v: Verdict) -> str:
         lines.append(f"why: {v.why}")
     if v.since:
         lines.append(f"since: {v.since}")
+    if v.extra.get("error"):
+        lines.append(f"error:\n{v.extra['error']}")  # the whole error, when the message holds its first line
     return "\n".join(lines)
 
 

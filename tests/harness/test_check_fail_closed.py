@@ -17,7 +17,7 @@ from harness.cli import main
 
 
 def _reasons(run) -> str:
-    """Every verdict's full reason (the console shortens them to its width)."""
+    """Every verdict's reason, as result.json holds it."""
     return "\n".join(v["message"] for v in json.loads((run / "result.json").read_text())["verdicts"])
 
 
