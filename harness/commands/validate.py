@@ -18,7 +18,7 @@ from harness.plan import make_plan
 from harness.preflight import StaticAnswers, engine_recipes, refusals
 from harness.recipe import find_recipes, load_recipe
 from harness.selftest import FAILS_AS_IS, OK, PROBLEMS, run_to_run_sd, self_test, status_counts
-from harness.selftest.cited import cited_runs
+from harness.selftest.cited import citing_checks
 from harness.suites import find_suites, is_suite_path, load_suite, suite_problems
 from harness.suites.validate import entry_asks
 from harness.thresholds import load_thresholds
@@ -95,12 +95,16 @@ def validate_suites(paths: list[Path], ask: StaticAnswers | None = None) -> int:
     return failed
 
 
-def self_test_run(run: Path, thresholds: str, *, hardware: str | None, recipe: Mapping, history: Path) -> int:
+def self_test_run(run: Path, thresholds: str, *, hardware: str | None, recipe: Mapping, history: Path,
+                  cited_by: list[str] | None = None) -> int:
     """Self-test the thresholds on one cited run; how many checks cannot be shown to fail there, or
-    fail there (a cited run must pass what it was cited for)."""
+    fail there (a cited run must pass what it was cited for: `cited_by`, the checks citing it;
+    None: every check)."""
     judgement = judge_run(run, thresholds=Path(thresholds), hardware=hardware,
                           expected_steps=recipe["algorithm"]["num_steps"])
     tests = self_test(judgement, sd=run_to_run_sd(history, recipe=recipe["name"], hardware=hardware))
+    if cited_by is not None:
+        tests = [test for test in tests if test.name in cited_by]
     bad = [test for test in tests if test.status in (*PROBLEMS, FAILS_AS_IS)]
     print(f"{'FAIL' if bad else 'ok  '} self-test {os.path.relpath(thresholds)} ({hardware}) on {run}: "
           f"{status_counts(tests)}")
@@ -121,11 +125,12 @@ def self_test_cited(path: Path, history: Path) -> int:
         if not thresholds or (thresholds, hardware) in seen:
             continue
         seen.add((thresholds, hardware))
-        runs = cited_runs(load_thresholds(Path(thresholds), hardware=hardware))
+        runs = citing_checks(load_thresholds(Path(thresholds), hardware=hardware))
         if not runs:
             print(f"     self-test {os.path.relpath(thresholds)} ({hardware}): its checks cite no recorded run dir")
-        for run in runs:
-            problems += self_test_run(run, thresholds, hardware=hardware, recipe=recipe, history=history)
+        for run, names in runs.items():
+            problems += self_test_run(run, thresholds, hardware=hardware, recipe=recipe, history=history,
+                                      cited_by=names)
     return problems
 
 

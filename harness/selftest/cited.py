@@ -16,12 +16,21 @@ from harness.thresholds import ThresholdCheck
 _PATH_WORD = re.compile(r"[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)+")
 
 
-def cited_runs(checks: Sequence[ThresholdCheck]) -> list[Path]:
-    """The run dirs the checks' `why` names, in order of first mention."""
-    found: dict[Path, None] = {}
+def citing_checks(checks: Sequence[ThresholdCheck]) -> dict[Path, list[str]]:
+    """Each run dir the checks' `why` names (in order of first mention) and the names of the checks
+    citing it: a run is evidence for those checks, not for the file's others (a one-GPU run cited
+    for a check that holds on every GPU scale need not pass the two-GPU scale's rank count)."""
+    found: dict[Path, list[str]] = {}
     for check in checks:
         for word in _PATH_WORD.findall(check.why):
-            path = Path(word.rstrip("."))
+            path = Path(word.rstrip(".,;:)"))
             if path.is_dir() and (path / "status.json").is_file():
-                found.setdefault(path, None)
-    return list(found)
+                names = found.setdefault(path, [])
+                if check.name not in names:
+                    names.append(check.name)
+    return found
+
+
+def cited_runs(checks: Sequence[ThresholdCheck]) -> list[Path]:
+    """The run dirs the checks' `why` names, in order of first mention."""
+    return list(citing_checks(checks))

@@ -180,9 +180,30 @@ def test_run_to_run_deviation_comes_from_the_recipes_passing_runs_in_the_history
 
 
 def test_shipped_thresholds_pass_the_self_test_on_the_runs_they_cite(monkeypatch, capsys):
+    """What `harness validate --self-test` asks on a fresh clone (issue 35: it exited 1, citing a
+    run its device call had cut at step 67): every cited run is committed and passes its checks."""
     monkeypatch.chdir(REPO)  # cited run dirs are relative to the repository, like thresholds paths
-    assert self_test_cited(Path("recipes/qwen3_5_35b.yaml"), REPO / "no-history.sqlite") == 0
+    for recipe in sorted(Path("recipes").glob("*.yaml")):
+        assert self_test_cited(recipe, REPO / "no-history.sqlite") == 0, recipe
     out = capsys.readouterr().out
     for seed in (42, 7, 123):
         cited = f"bench/results/runs/qwen3_5_35b-h200x2-seed{seed}-2026-11-30"
         assert f"ok   self-test thresholds/qwen3_5_35b.yaml (h200x2) on {cited}" in out
+        assert f"bench/results/runs/qwen3_5_35b_vlm-h200x1-seed{seed}-2026-12-01" in out
+    assert "qwen3_5_35b_vlm-h200x2-seed7" not in out  # the cut run is kept, not cited
+
+
+def test_a_cited_run_is_judged_by_the_checks_that_cite_it(tmp_path, monkeypatch):
+    from harness.selftest.cited import citing_checks
+    from harness.thresholds import load_thresholds
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("one_gpu", "two_gpus"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "status.json").write_text("{}")
+    (tmp_path / "t.yaml").write_text(
+        "recipe: r\nchecks:\n"
+        "  - {name: a, expr: 'max(x) < 1', why: 'from runs/one_gpu and runs/two_gpus.', since: 2026-12-01}\n"
+        "  - {name: b, expr: 'min(num_ranks) == 2', why: 'runs/two_gpus (2 ranks)', since: 2026-12-01}\n")
+    cited = citing_checks(load_thresholds(Path("t.yaml"), hardware=None))
+    assert cited == {Path("runs/one_gpu"): ["a"], Path("runs/two_gpus"): ["a", "b"]}
