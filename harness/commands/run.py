@@ -44,6 +44,7 @@ from harness.recipe.secret_env import launch_env, redact_recipe, scrub, secret_v
 from harness.report.atomic import write_json_atomic, write_text_atomic
 from harness.run_lock import LOCK_FILE, RunDirLocked, hold, is_locked, settle_orphan
 from harness.thresholds.of_recipe import recipe_thresholds
+from harness.yamlsafe import RECIPE, load_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RECIPE = REPO_ROOT / "recipes" / "arith_grpo_cpu.yaml"
@@ -86,9 +87,41 @@ def resume_dir(out: str | None, recipe: Mapping) -> Path:
         before = (path / "recipe.yaml").read_text(encoding="utf-8")
     except OSError:
         raise UsageError(f"{path}: holds no run to resume (no recipe.yaml)") from None
-    if before != dump_recipe(redact_recipe(recipe)):
-        raise UsageError(f"{path}: was run with another recipe; resume it with the same recipe and overrides")
+    now = dump_recipe(redact_recipe(recipe))
+    if before != now:
+        raise UsageError(f"{path}: was run with another recipe ({recipe_difference(before, now)}); resume it with "
+                         f"`{resume_command(path)}` (the recipe as it ran)")
     return path
+
+
+def resume_command(run_dir: Path) -> str:
+    """What continues the run in `run_dir`: its own resolved recipe (the one `--resume` compares)."""
+    return f"harness run {run_dir / 'recipe.yaml'} --resume --out {run_dir}"
+
+
+def recipe_difference(before: str, now: str, *, most: int = 3) -> str:
+    """The dotted keys whose values differ between two dumped recipes, the first `most` with both
+    values (capped), e.g. `algorithm.num_steps: 8 there, 10 here`."""
+    def flat(node: object, prefix: str = "") -> dict[str, object]:
+        if isinstance(node, Mapping):
+            out: dict[str, object] = {}
+            for key, value in node.items():
+                out.update(flat(value, f"{prefix}{key}."))
+            return out
+        return {prefix[:-1]: node}
+
+    def value(v: object) -> str:
+        text = "absent" if v is _ABSENT else repr(v)
+        return text if len(text) <= 40 else text[:39] + "…"
+
+    old, new = (flat(load_text(text, name="recipe.yaml", dialect=RECIPE)[0]) for text in (before, now))
+    keys = [k for k in dict.fromkeys([*old, *new]) if old.get(k, _ABSENT) != new.get(k, _ABSENT)]
+    said = [f"{k}: {value(old.get(k, _ABSENT))} there, {value(new.get(k, _ABSENT))} here" for k in keys[:most]]
+    more = f", and {len(keys) - most} more" if len(keys) > most else ""
+    return "; ".join(said) + more if said else "the same values, written differently"
+
+
+_ABSENT = object()
 
 
 def write_inputs(run_dir: Path, recipe: Mapping, plan: dict) -> Path:
@@ -200,7 +233,9 @@ def main(args: argparse.Namespace) -> int:
     recipe_arg, overrides = args.recipe, list(args.overrides)
     if recipe_arg and "=" in recipe_arg and not recipe_arg.endswith((".yaml", ".yml")):
         recipe_arg, overrides = None, [recipe_arg, *overrides]
-    recipe_path = Path(recipe_arg) if recipe_arg else DEFAULT_RECIPE
+    resuming_own = getattr(args, "resume", False) and not recipe_arg and not overrides and args.out
+    # `harness run --resume --out DIR`: the run's own recipe, as it ran (DIR/recipe.yaml)
+    recipe_path = Path(args.out) / "recipe.yaml" if resuming_own else Path(recipe_arg) if recipe_arg else DEFAULT_RECIPE
     check_out(args.out)
     if args.out and is_locked(Path(args.out)):  # before the seconds the preflight takes; `hold` below decides
         raise RunDirLocked(f"{args.out}: in use by a live run (it holds {LOCK_FILE}); wait for it to end")
@@ -258,5 +293,9 @@ def _run_locked(args: argparse.Namespace, recipe: Mapping, recipe_path: Path, pl
     print(f"report  {run_dir / 'report.md'}")
     if result.state == "interrupted":
         print("interrupted: the engine was stopped; what it wrote is kept", file=sys.stderr)
+        if not recipe["checks"].get("parity") and recipe.get("engine", "rl") == "rl":
+            every = (recipe.get("checkpoint") or {}).get("every_steps") or 0
+            note = "" if every else " (checkpoint.every_steps is 0: no checkpoint written, so from step 1)"
+            print(f"resume it: {resume_command(run_dir)}{note}", file=sys.stderr)
         return EXIT_INTERRUPTED
     return 0 if judgement.ok else 1

@@ -188,3 +188,23 @@ def test_compare_says_how_the_recipes_differ(tmp_path, capsys):
     (b / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     main(["compare", str(a), str(b)])
     assert "recipes differ in: algorithm.seed, data_plane.backend" in capsys.readouterr().out
+
+
+def test_resume_without_a_recipe_takes_the_runs_own_and_another_names_what_differs(tmp_path, monkeypatch, capsys):
+    """Issue 35 item 5: the README form `harness run --resume --out DIR` was refused as "another
+    recipe" without saying which key differed."""
+    import harness.commands.run as run_command
+
+    out = tmp_path / "run"
+    assert main(["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), "algorithm.num_steps=3", "--dry-run",
+                 "--out", str(out)]) == 0
+    seen = {}
+    monkeypatch.setattr(run_command, "_run_locked", lambda args, recipe, recipe_path, *rest, **kw: seen.update(
+        path=recipe_path, steps=recipe["algorithm"]["num_steps"]) or 0)
+    assert main(["run", "--resume", "--out", str(out)]) == 0
+    assert seen == {"path": out / "recipe.yaml", "steps": 3}
+    capsys.readouterr()
+    assert main(["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), "--resume", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "algorithm.num_steps: 3 there, 100 here" in err, err
+    assert f"harness run {out / 'recipe.yaml'} --resume --out {out}" in err
