@@ -106,6 +106,15 @@ def _failure(exc: Exception) -> tuple[int, str, str]:
     return EXIT_FAILED, "failed", f"{type(exc).__name__}: {exc}"
 
 
+# Printed when the run enters each start-up phase; the harness shows the newest on its progress line
+# until step 1 ends (harness/launch/phase_tail.py reads it from engine.log: the line is the contract).
+PHASE_PREFIX = "rl.run: phase: "
+
+
+def _phase(name: str) -> None:
+    print(f"{PHASE_PREFIX}{name}", file=sys.stderr, flush=True)
+
+
 def _config_error(run_dir: Path, message: str) -> int:
     """Refuse to run: status.json says why; metrics already in the run dir are left alone."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -215,6 +224,7 @@ class Engine:
         # Logical CPUs: our workers take fractions; a data plane's own actors may ask for whole
         # CPUs (TransferQueue's do), so those are reserved on top.
         plane = plane_class(cfg.data_plane.backend)
+        _phase("starting Ray")
         self.ray_temp_dir = start_ray(num_cpus=max(placement.num_cpus, 2) + plane.ray_cpus(cfg.data_plane),
                                       num_gpus=placement.num_gpus, withhold=self.hidden_env)
         _catch_signals()  # ray.init installs its own handlers; ours win
@@ -249,6 +259,8 @@ class Engine:
         if shard_reads:
             weights = None
         elif self.ckpt is None:
+            if alg.warm_start.steps:
+                _phase(f"warm start (up to {alg.warm_start.steps} steps, or its cached result)")
             info = warm_start(model, tokenizer, env, asdict(alg.warm_start), seed=alg.seed, device=device)
             log.info("warm start: %s", info)
             weights = model.state_dict()
@@ -267,6 +279,7 @@ class Engine:
                           "activation_checkpointing": cfg.policy.activation_checkpointing,
                           "sequence_packing": cfg.policy.sequence_packing}
         teacher_ref = ray.put(teacher["spec"]) if teacher else None
+        _phase("setting up the workers (model, optimizer, generator)")
         refs = [h.actor.setup.remote(master=master, backend=cfg.policy.backend, backend_kwargs=backend_kwargs,
                                      weights=weights_ref, teacher=teacher_ref) for h in ranks]
         if gen is not None:
@@ -411,7 +424,9 @@ class Engine:
     def run(self) -> None:
         cfg = self.cfg
         every = cfg.checkpoint.every_steps
-        for step in range(self.runlog.last_step + 1, cfg.algorithm.num_steps + 1):
+        first = self.runlog.last_step + 1
+        _phase(f"step {first} (compiles and captures on a GPU)")
+        for step in range(first, cfg.algorithm.num_steps + 1):
             _check_signalled()
             self.step = step
             metrics = self.driver.step(step)

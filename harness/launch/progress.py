@@ -20,11 +20,17 @@ def format_duration(seconds: float) -> str:
 
 
 def format_progress(
-    *, step: int, total: int, reward: float | None, elapsed_s: float, eta_s: float | None, width: int = 20
+    *, step: int, total: int, reward: float | None, elapsed_s: float, eta_s: float | None, width: int = 20,
+    phase: str | None = None, phase_s: float | None = None,
 ) -> str:
-    """One progress line, e.g. `step 5/20 [#####---------------]  25% | reward 0.31 | elapsed 0:12 | ETA 0:36`."""
+    """One progress line, e.g. `step 5/20 [#####---------------]  25% | reward 0.31 | elapsed 0:12 | ETA 0:36`;
+    before the first step, the engine's start-up phase instead of the bar:
+    `starting: warm start (120 steps) 0:41 | elapsed 1:05 | ETA ?`."""
     frac = min(step / total, 1.0) if total > 0 else 0.0
     filled = int(round(frac * width))
+    if step <= 0 and phase:
+        took = f" {format_duration(phase_s)}" if phase_s is not None else ""
+        return " | ".join([f"starting: {phase}{took}", f"elapsed {format_duration(elapsed_s)}", "ETA ?"])
     parts = [
         f"step {step}/{total} [{'#' * filled}{'-' * (width - filled)}] {frac:4.0%}",
         f"reward {reward:.4g}" if reward is not None else "reward -",
@@ -58,19 +64,24 @@ class ProgressBar:
         self._printed = ""
 
     def eta(self, step: int, now: float) -> float | None:
-        """Seconds left, from the pace since the first step we saw (startup time excluded)."""
+        """Seconds left, from the pace of the steps completed since the first one we saw: None
+        until a second is seen (the first step's time holds the start-up's Ray start, warm start
+        and compiles: a 2:11 run's first ETA read 1:23:07)."""
         if step <= 0 or self.total_steps <= 0:
             return None
         if self._first is None:
             self._first = (now, step)
         t0, s0 = self._first
-        pace = (now - t0) / (step - s0) if step > s0 else (now - self._start) / step
-        return max(self.total_steps - step, 0) * pace
+        if step <= s0:
+            return None
+        return max(self.total_steps - step, 0) * (now - t0) / (step - s0)
 
-    def update(self, *, step: int, reward: float | None) -> None:
+    def update(self, *, step: int, reward: float | None, phase: str | None = None,
+               phase_since: float | None = None) -> None:
         now = self._clock()
         line = format_progress(
-            step=step, total=self.total_steps, reward=reward, elapsed_s=now - self._start, eta_s=self.eta(step, now)
+            step=step, total=self.total_steps, reward=reward, elapsed_s=now - self._start, eta_s=self.eta(step, now),
+            phase=phase, phase_s=None if phase_since is None else now - phase_since,
         )
         if self.is_tty:
             self.stream.write("\r" + line + "\x1b[K")

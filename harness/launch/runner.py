@@ -34,6 +34,7 @@ from harness.launch.group import (
     stop_leader_first,
     wait_group_empty,
 )
+from harness.launch.phase_tail import PhaseTail
 from harness.launch.progress import ProgressBar
 from harness.launch.status import HARNESS_PREFIX, log_tail, merge_status, read_status, write_status
 from harness.launch.tail import MetricsTail
@@ -110,7 +111,8 @@ def launch(
                            total_steps=total_steps, error=f"could not start {command[0]!r}: {exc}")  # fmt: skip
         try:
             with _sigterm_interrupts():
-                outcome = _watch(proc, tail=tail, bar=bar, deadline=start + timeout_s, poll_s=poll_s)
+                outcome = _watch(proc, tail=tail, bar=bar, deadline=start + timeout_s, poll_s=poll_s,
+                                 phases=PhaseTail(run_dir / "engine.log"))
                 error = _stop(proc, outcome, log=log, grace_s=grace_s, timeout_s=timeout_s)
         finally:
             if proc.returncode is None or live_members(proc.pid):  # an error in the harness: leave nothing behind
@@ -128,7 +130,8 @@ def launch(
 
 
 def _watch(
-    proc: subprocess.Popen, *, tail: MetricsTail, bar: ProgressBar | None, deadline: float, poll_s: float
+    proc: subprocess.Popen, *, tail: MetricsTail, bar: ProgressBar | None, deadline: float, poll_s: float,
+    phases: PhaseTail,
 ) -> str:
     """Waits for the leader to exit; returns "exited", "timeout", "interrupted" or "terminated"."""
     try:
@@ -140,7 +143,8 @@ def _watch(
                 pass
             tail.poll()
             if bar is not None:
-                bar.update(step=tail.last_step, reward=tail.reward)
+                phase = phases.poll() if tail.last_step == 0 else None
+                bar.update(step=tail.last_step, reward=tail.reward, phase=phase, phase_since=phases.since)
             if time.monotonic() >= deadline:
                 return "timeout"
     except HarnessTerminated:

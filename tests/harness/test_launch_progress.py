@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+from harness.launch.phase_tail import PhaseTail
 from harness.launch.progress import ProgressBar, format_duration, format_progress
 
 
@@ -31,7 +32,7 @@ def test_eta_uses_the_pace_since_the_first_step_seen():
     clock = Clock()
     bar = ProgressBar(total_steps=10, stream=io.StringIO(), is_tty=False, clock=clock)
     clock.now += 50  # startup
-    assert bar.eta(1, clock.now) == 9 * 50  # one point: pace from start
+    assert bar.eta(1, clock.now) is None  # one point: no pace yet (its time holds the start-up's)
     clock.now += 20
     assert bar.eta(3, clock.now) == 7 * 10  # 2 steps in 20 s
 
@@ -58,3 +59,24 @@ def test_non_tty_prints_at_most_every_interval_and_the_final_state():
     assert "\r" not in out.getvalue()
     assert 5 <= len(lines) <= 7  # 50 s of updates: one line per 10 s, plus the final one
     assert lines[0].startswith("step 1/100") and lines[-1].startswith("step 100/100")
+
+
+def test_before_the_first_step_the_line_names_the_engines_start_up_phase():
+    line = format_progress(step=0, total=40, reward=None, elapsed_s=65, eta_s=None, phase="warm start", phase_s=41)
+    assert line == "starting: warm start 0:41 | elapsed 1:05 | ETA ?"
+    assert format_progress(step=1, total=40, reward=0.5, elapsed_s=65, eta_s=None, phase="x").startswith("step 1/40")
+
+
+def test_the_phase_tail_keeps_the_newest_complete_phase_line(tmp_path):
+    log, clock = tmp_path / "engine.log", Clock()
+    tail = PhaseTail(log, clock=clock)
+    assert tail.poll() is None  # no log yet
+    log.write_bytes(b"[harness] launching\nrl.run: phase: starting Ray\nnoise\nrl.run: phase: warm st")
+    assert tail.poll() == "starting Ray" and tail.since == 100.0
+    clock.now = 130.0
+    with log.open("ab") as f:
+        f.write(b"art (up to 120 steps)\n\x1b[36m(PolicyWorker pid=1)\x1b[0m rl.run: phase: not ours? it is\n")
+    assert tail.poll() == "not ours? it is"  # a phase line anywhere on a line counts; the newest wins
+    assert tail.since == 130.0
+    log.write_bytes(b"rl.run: phase: " + b"x" * 70 + b"\n")  # rewritten (shorter: read anew), a long name cut
+    assert tail.poll() == "x" * 60
