@@ -94,6 +94,16 @@ def resume_dir(out: str | None, recipe: Mapping) -> Path:
     return path
 
 
+def has_checkpoint(run_dir: Path, recipe: Mapping) -> bool:
+    """Whether the engine's checkpoint folder (checkpoint.directory, else RUN_DIR/checkpoints) holds a
+    `step_N` (rl/checkpoint.py's layout: the run-dir contract)."""
+    folder = Path((recipe.get("checkpoint") or {}).get("directory") or run_dir / "checkpoints")
+    try:
+        return any(p.name.startswith("step_") and p.name[5:].isdigit() and p.is_dir() for p in folder.iterdir())
+    except OSError:
+        return False
+
+
 def resume_command(run_dir: Path) -> str:
     """What continues the run in `run_dir`: its own resolved recipe (the one `--resume` compares)."""
     return f"harness run {run_dir / 'recipe.yaml'} --resume --out {run_dir}"
@@ -251,6 +261,10 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--resume and --dry-run: choose one")
     run_dir = (resume_dir(args.out, recipe) if resume
                else make_run_dir(args.out, recipe["name"], recipe.get("run_dir")))
+    if resume and not has_checkpoint(run_dir, recipe):
+        print(f"warning: --resume: {run_dir} holds no checkpoint (checkpoint.every_steps: "
+              f"{(recipe.get('checkpoint') or {}).get('every_steps')}): the engine starts again at step 1",
+              file=sys.stderr)
     with hold(run_dir) as lock_fd:  # refused while a live run holds it (harness/run_lock.py)
         if resume:
             settle_orphan(run_dir)

@@ -203,7 +203,10 @@ def test_resume_without_a_recipe_takes_the_runs_own_and_another_names_what_diffe
         path=recipe_path, steps=recipe["algorithm"]["num_steps"]) or 0)
     assert main(["run", "--resume", "--out", str(out)]) == 0
     assert seen == {"path": out / "recipe.yaml", "steps": 3}
-    capsys.readouterr()
+    assert "holds no checkpoint (checkpoint.every_steps: " in capsys.readouterr().err  # said, not silent
+    (out / "checkpoints" / "step_2").mkdir(parents=True)
+    assert main(["run", "--resume", "--out", str(out)]) == 0
+    assert "no checkpoint" not in capsys.readouterr().err
     assert main(["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), "--resume", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "algorithm.num_steps: 3 there, 100 here" in err, err
