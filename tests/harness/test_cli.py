@@ -211,3 +211,19 @@ def test_resume_without_a_recipe_takes_the_runs_own_and_another_names_what_diffe
     err = capsys.readouterr().err
     assert "algorithm.num_steps: 3 there, 100 here" in err, err
     assert f"harness run {out / 'recipe.yaml'} --resume --out {out}" in err
+
+
+def test_an_interrupted_run_prints_its_resume_command(tmp_path, monkeypatch, capsys):
+    import types
+
+    import harness.commands.run as run_command
+    from harness.launch import LaunchResult
+
+    stopped = LaunchResult(state="interrupted", exit_code=130, wall_s=1.0, last_step=2, error="Ctrl-C")
+    monkeypatch.setattr(run_command, "run_single", lambda *a, **k: (types.SimpleNamespace(verdicts=[], ok=False),
+                                                                    stopped))
+    monkeypatch.setattr(run_command, "write_outputs", lambda *a, **k: None)
+    out = tmp_path / "run"
+    code = main(["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), "checkpoint.every_steps=1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 130 and f"resume it: harness run {out / 'recipe.yaml'} --resume --out {out}\n" in err, err
