@@ -532,8 +532,3 @@ def load_config(path: str | Path) -> RunConfig:
     if isinstance(data, dict):
         data = secret_env.resolve_recipe(data, os.environ)
     return parse_config(data)
-
-
-def to_dict(cfg: Any) -> dict[str, Any]:
-    """Plain-dict view (for logging and for shipping to workers)."""
-    return dataclasses.asdict(cfg)

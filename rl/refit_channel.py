@@ -15,25 +15,17 @@ changed set of weights fails loudly instead of filling the generator with shifte
 from __future__ import annotations
 
 import datetime
-import socket
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from rl.ports import free_port
 from rl.refit import Packed, Slot, unpack
 
-__all__ = ["RefitChannel", "free_address"]
+__all__ = ["RefitChannel"]
 
 TIMEOUT = datetime.timedelta(minutes=10)
 SENDER, RECEIVER = 0, 1
-
-
-def free_address() -> tuple[str, int]:
-    """This node's address and a free port for the channel's store (the receiver hosts it)."""
-    host = socket.gethostbyname(socket.gethostname())
-    return host, free_port(host)
 
 
 def _bucket_sizes(layout: list[Slot]) -> dict[str, int]:

@@ -42,8 +42,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.config import WarmStartConfig
 from rl.envs.registry import Env, Problem
-from rl.generation import decode_responses, generate, row_seeds
-from rl.models.image_inputs import ImageLayout, encode_prompts, prompt_rows
+from rl.models.image_inputs import ImageLayout, prompt_rows
 from rl.models.logprobs import token_logprobs
 
 CACHE_FORMAT = 1  # bump when the training procedure changes, to invalidate old entries
@@ -200,26 +199,3 @@ def warm_start(
     os.replace(tmp, path)  # atomic: a concurrent reader sees no entry or a whole one
     return {"cached": False, "loss": loss, "steps": steps, "seconds": time.perf_counter() - start,
             "path": str(path)}
-
-
-def evaluate_accuracy(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    env: Env,
-    *,
-    num_problems: int,
-    seed: int,
-    step: int,
-    temperature: float,
-    max_new_tokens: int = 8,
-) -> float:
-    """Mean reward of one sample per problem (temperature 0 = greedy)."""
-    problems = env.sample(num_problems, seed=seed, step=step)
-    prompts = encode_prompts(tokenizer, problems, ImageLayout.of(model))
-    gen = generate(
-        model, prompts.input_ids, prompt_lengths=prompts.lengths, max_new_tokens=max_new_tokens,
-        temperature=temperature, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        seeds=row_seeds(seed, len(problems)), **prompts.columns(),
-    )
-    texts = decode_responses(tokenizer, gen)
-    return sum(env.score(p, t) for p, t in zip(problems, texts)) / len(problems)

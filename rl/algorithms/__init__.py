@@ -2,7 +2,6 @@
 
 from rl.algorithms.advantages import BASELINES, dynamic_sampling_keep, grpo_advantages
 from rl.algorithms.kl import (
-    KL_ESTIMATORS,
     gen_kl_error,
     k1,
     k2,
@@ -14,7 +13,6 @@ from rl.algorithms.loss import TRUNCATIONS, LossConfig, clipped_pg_loss, importa
 
 __all__ = [
     "BASELINES",
-    "KL_ESTIMATORS",
     "TRUNCATIONS",
     "LossConfig",
     "clipped_pg_loss",

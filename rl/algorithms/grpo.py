@@ -16,6 +16,7 @@ from typing import Any, Callable
 import torch
 
 from rl.algorithms.advantages import dynamic_sampling_keep, grpo_advantages
+from rl.algorithms.kl import k3
 from rl.algorithms.loss import needs_reference
 from rl.config import RunConfig
 from rl.generation import Generation, decode_responses, row_seeds
@@ -254,9 +255,7 @@ def phase_seconds(seconds: dict[str, float]) -> dict[str, float]:
 
 def _masked_k3_mean(logp: torch.Tensor, logq: torch.Tensor, mask: torch.Tensor) -> float:
     """Token mean of k3 KL(policy || reference) over the response tokens (a monitor)."""
-    log_ratio = (logq - logp) * mask
-    k3 = (torch.exp(log_ratio) - 1 - log_ratio) * mask
-    return float(k3.sum() / mask.sum().clamp(min=1))
+    return float((k3(logp * mask, logq * mask) * mask).sum() / mask.sum().clamp(min=1))
 
 
 def _take_groups(chosen: list[tuple[Rollout, int]], G: int, decoded: SlotCount) -> Rollout:

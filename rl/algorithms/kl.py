@@ -17,12 +17,9 @@ per-rank values sum to the global mean).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 __all__ = [
-    "KL_ESTIMATORS",
     "k1",
     "k2",
     "k3",
@@ -46,13 +43,6 @@ def k3(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(p || q): `exp(logq - logp) - 1 - (logq - logp)`."""
     log_ratio = logq - logp
     return torch.exp(log_ratio) - 1 - log_ratio
-
-
-KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "k1": k1,
-    "k2": k2,
-    "k3": k3,
-}
 
 
 def masked_mean(

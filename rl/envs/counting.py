@@ -89,13 +89,6 @@ def draw(params: CountingParams, rng: random.Random, count: int) -> torch.Tensor
     return image
 
 
-def count_squares(image: torch.Tensor, square_size: int) -> int:
-    """Cells that are not background: an independent check of `draw` (tests use it)."""
-    h, w, _ = image.shape
-    cells = image.reshape(h // square_size, square_size, w // square_size, square_size, 3)
-    return int((cells.amax(dim=(1, 3, 4)) > 0).sum())
-
-
 @dataclass(kw_only=True)
 class CountingEnv:
     params: CountingParams = field(default_factory=CountingParams)

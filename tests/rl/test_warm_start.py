@@ -8,12 +8,26 @@ import pytest
 import torch
 
 from rl.envs import make_env
+from rl.generation import decode_responses, generate, row_seeds
 from rl.models import build_model, token_logprobs
+from rl.models.image_inputs import ImageLayout, encode_prompts
 from rl.tokenizer import load_tokenizer
-from rl.warm_start import default_cache_dir, evaluate_accuracy, supervised_batch, warm_start
+from rl.warm_start import default_cache_dir, supervised_batch, warm_start
 
 torch.set_num_threads(1)
 CFG = {"steps": 2, "lr": 3e-3, "batch_size": 4}
+
+
+def evaluate_accuracy(model, tokenizer, env, *, num_problems: int, seed: int, step: int, temperature: float,
+                      max_new_tokens: int = 8) -> float:
+    """Mean reward of one sample per problem (temperature 0 = greedy): the test's oracle."""
+    problems = env.sample(num_problems, seed=seed, step=step)
+    prompts = encode_prompts(tokenizer, problems, ImageLayout.of(model))
+    gen = generate(model, prompts.input_ids, prompt_lengths=prompts.lengths, max_new_tokens=max_new_tokens,
+                   temperature=temperature, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                   seeds=row_seeds(seed, len(problems)), **prompts.columns())
+    texts = decode_responses(tokenizer, gen)
+    return sum(env.score(p, t) for p, t in zip(problems, texts)) / len(problems)
 
 
 @pytest.fixture(scope="module")
