@@ -152,7 +152,19 @@ def test_leftover_helpers_of_a_finished_engine_are_stopped(tmp_path):
     assert gone(int((tmp_path / "child.pid").read_text()))
 
 
-def test_ctrl_c_is_forwarded_and_the_run_is_interrupted(tmp_path):
+@pytest.fixture
+def ctrl_c_as_at_a_terminal():
+    """Python's KeyboardInterrupt handler for SIGINT while the test runs: pytest started in the
+    background by a non-interactive shell (`bash .ci/run &`) ignores SIGINT, and the test's own
+    Ctrl-C would be dropped (the run then ends at its time limit)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_is_forwarded_and_the_run_is_interrupted(tmp_path, ctrl_c_as_at_a_terminal):
     metrics = tmp_path / "metrics.jsonl"
 
     def press_ctrl_c() -> None:

@@ -97,6 +97,13 @@ def test_two_node_ray_job_matches_one_node_and_ctrl_c_stops_it(tmp_path, monkeyp
         two_nodes_then_ctrl_c(url, node_ids, short, one, two, tmp_path)
 
 
+# `harness ...` with Ctrl-C as at a terminal: a test process started in the background by a
+# non-interactive shell (`bash .ci/run &`) ignores SIGINT, an ignored signal stays ignored across
+# exec, and Python then installs no KeyboardInterrupt handler: the harness would never see it.
+AT_A_TERMINAL = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                 "runpy.run_module('harness.cli', run_name='__main__', alter_sys=True)")
+
+
 def two_nodes_then_ctrl_c(url: str, node_ids: set[str], short: list[str], one: Path, two: Path, tmp_path: Path) -> None:
     assert main(["run", RECIPE, *short, *TWO_NODES, "--ray-address", url, "--out", str(two)]) == 0, \
         (two / "engine.log").read_text()[-3000:]
@@ -111,7 +118,7 @@ def two_nodes_then_ctrl_c(url: str, node_ids: set[str], short: list[str], one: P
     # Ctrl-C: the harness stops the job; nothing stays running on the cluster.
     stopped = tmp_path / "stopped"
     harness = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", RECIPE, *short, "algorithm.num_steps=50", *TWO_NODES,
+        [sys.executable, "-c", AT_A_TERMINAL, "run", RECIPE, *short, "algorithm.num_steps=50", *TWO_NODES,
          "--ray-address", url, "--out", str(stopped)],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
