@@ -33,8 +33,9 @@ def test_parity_recipe_passes_with_legacy_and_tq_bitwise_equal(tmp_path):
     assert got["tq:invariant:dispatch_row_order"]["ok"]
     order = [json.loads(line) for line in (out / "tq" / "invariants.jsonl").read_text().splitlines()]
     order = [r for r in order if r["check"] == "dispatch_row_order"]
-    # per step: policy and reference log-probs (one receipt, sharded) and train (one per rank)
-    assert len(order) == 3 * 3 and all(r["ok"] for r in order)
+    # per step: the policy's log-probs (one receipt, sharded) and train (one per rank); the recipe
+    # has no KL term, so no reference pass
+    assert len(order) == 3 * 2 and all(r["ok"] for r in order)
 
 
 def test_planted_reorder_bug_fails_invariant_and_parity(tmp_path):

@@ -19,7 +19,7 @@ import torch
 
 from rl.algorithms.loss import LossConfig
 from rl.data.memory_store import MemoryStore
-from rl.data.plane import READ_BACK, LegacyPlane, TQPlane, contiguous_blocks
+from rl.data.plane import LegacyPlane, TQPlane, contiguous_blocks
 from rl.data.sharding import shard_keys_by_seqlen
 from rl.models.flops import FlopsConfig
 from rl.models.image_inputs import IMAGE_FIELDS
@@ -73,6 +73,9 @@ def _keep_threads():
     yield
     torch.set_num_threads(threads)
 
+
+# What the GRPO driver reads back after both log-prob passes (a run with a KL term).
+READ_BACK = ("prev_logprobs", "ref_logprobs", "gen_logprobs", "response_mask")
 
 def _rollout() -> tuple[list[str], dict[str, torch.Tensor], list[int]]:
     """Rows of unequal length (so log-prob sharding permutes them), a distinct image per row."""
