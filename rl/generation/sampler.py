@@ -2,10 +2,18 @@
 
 Why not `model.generate`: its sampling draws from the global RNG through logits processors we
 do not control, and it does not return the log-probs we need for the importance-sampling
-correction. Here every random draw is one `torch.multinomial(..., generator=generator)` per
-row and step, from that row's own generator (`row_seeds`), and the model's own cache
+correction. Here, on the CPU, every random draw is one `torch.multinomial(..., generator=generator)`
+per row and step, from that row's own generator (`row_seeds`), and the model's own cache
 (`DynamicCache`, which for Qwen3.5 holds both the attention KV tensors and the linear-attention
 conv/recurrent states) carries the context.
+
+On a GPU the draws come from a counter instead (`counter_uniforms`: a hash of the row's seed and
+the token's index, one uniform per row and token, then the inverse CDF of the row's
+distribution): no generator object at all, so a CUDA-graph replay has no per-row generator state
+to advance (with one registered generator per row, every replay updated each one's state from the
+host, and each row's draw was a kernel of its own) and the whole draw is a few batched kernels.
+Same seeds, same tokens, whatever the batch; `counter_rng=True` runs it on the CPU too, which is
+how CPU tests prove it.
 
 `gen_logprobs` are temperature-1 log-probs, `log_softmax(raw logits)`, of the sampled tokens,
 whatever the sampling temperature: they are what `token_logprobs` recomputes by teacher forcing
@@ -71,26 +79,69 @@ def row_generators(seeds: Sequence[int] | torch.Tensor, device: torch.device | s
     return [torch.Generator(device=device).manual_seed(int(s)) for s in torch.as_tensor(seeds).tolist()]
 
 
-def draw_tokens(logits: torch.Tensor, temperature: float, generators: Sequence[torch.Generator],
-                banned: torch.Tensor | None = None) -> torch.Tensor:
+_M32 = 0xFFFFFFFF
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """(x * c) mod 2**32 for 0 <= x < 2**32 in int64, in 16-bit halves of c so nothing overflows."""
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & _M32
+
+
+def _fmix32(x: torch.Tensor) -> torch.Tensor:
+    """MurmurHash3's 32-bit finalizer (every input bit reaches every output bit)."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = _mul32(x, 0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+def counter_uniforms(seeds: torch.Tensor, step: int | torch.Tensor) -> torch.Tensor:
+    """One uniform in [0, 1) per row (float64, 53 random bits): a hash of (the row's seed, step).
+
+    A pure function of its inputs, the same bits on any device and in any batch, so a row's draw
+    at token `step` needs no generator state (nothing for a CUDA graph to advance)."""
+    seeds = seeds.to(torch.long)
+    step = torch.as_tensor(step, dtype=torch.long, device=seeds.device) & _M32
+    row = _fmix32((seeds & _M32) ^ _fmix32(((seeds >> 32) & _M32) ^ 0x9E3779B9))
+    a = _fmix32(row ^ _fmix32(step ^ 0x7F4A7C15))
+    b = _fmix32(a ^ 0x6A09E667)
+    return ((a >> 5) * (1 << 26) + (b >> 6)).to(torch.float64) / float(1 << 53)
+
+
+def inverse_cdf_draw(logits: torch.Tensor, temperature: float, uniforms: torch.Tensor) -> torch.Tensor:
+    """One token per row from softmax(logits / temperature), row r's at uniform `uniforms[r]`.
+
+    The first id whose cumulative (unnormalised, float64) weight exceeds u x the row's total:
+    an exact draw; a zero-weight id (a banned one, -inf) is never chosen. Fixed shapes, no host
+    sync: it can be captured in a CUDA graph."""
+    weights = ((logits - logits.amax(dim=-1, keepdim=True)) / temperature).exp()
+    cdf = torch.cumsum(weights, dim=-1, dtype=torch.float64)
+    target = (uniforms.to(cdf.device) * cdf[:, -1]).unsqueeze(1)
+    return torch.searchsorted(cdf, target, right=True).squeeze(1).clamp_(max=logits.shape[-1] - 1)
+
+
+def use_counter_rng(device: torch.device | str, counter_rng: bool | None) -> bool:
+    """`counter_rng` None: the counter on a CUDA device, per-row generators elsewhere."""
+    return torch.device(device).type == "cuda" if counter_rng is None else counter_rng
+
+
+def draw_tokens(logits: torch.Tensor, temperature: float, generators: Sequence[torch.Generator] | None,
+                banned: torch.Tensor | None = None, *, seeds: torch.Tensor | None = None,
+                step: int | torch.Tensor = 0) -> torch.Tensor:
     """One token per row from softmax(logits / temperature); greedy at temperature 0.
 
-    Row r draws from `generators[r]` only. `banned` (a LongTensor of ids on the logits' device)
-    is masked before the draw. On a CUDA device the draw is the exponential race (argmax of
-    p / E, E ~ Exp(1)): an exact sample from p like `torch.multinomial`, with fixed shapes and no
-    host sync, so it can be captured in a CUDA graph (rl.generation.static_decode). On the CPU it
-    is `torch.multinomial`.
+    `generators` None: row r's draw is `inverse_cdf_draw` at `counter_uniforms(seeds, step)[r]`;
+    otherwise row r draws from `generators[r]` only (`torch.multinomial`). `banned` (a LongTensor
+    of ids on the logits' device) is masked before the draw.
     """
     if banned is not None and banned.numel():
         logits = logits.index_fill(1, banned, float("-inf"))
     if temperature == 0.0:
         return logits.argmax(dim=-1)
+    if generators is None:
+        return inverse_cdf_draw(logits, temperature, counter_uniforms(seeds, step))
     probs = torch.softmax(logits / temperature, dim=-1)
-    if logits.device.type == "cuda":
-        race = torch.empty_like(probs)
-        for r, g in enumerate(generators):
-            race[r].exponential_(generator=g)
-        return (probs / race).argmax(dim=-1)
     return torch.cat([torch.multinomial(probs[r:r + 1], 1, generator=g) for r, g in enumerate(generators)]).squeeze(-1)
 
 
@@ -126,6 +177,7 @@ def generate(
     prompt_lengths: torch.Tensor | None = None,
     pixel_values: torch.Tensor | None = None,
     image_grid_thw: torch.Tensor | None = None,
+    counter_rng: bool | None = None,
 ) -> Generation:
     """Sample up to `max_new_tokens` per row after prompts of any lengths.
 
@@ -136,6 +188,7 @@ def generate(
         temperature: > 0 samples from softmax(logits / temperature); 0 is greedy.
         seeds: one per row (`row_seeds`), the only source of randomness; same seeds -> same tokens.
         pixel_values, image_grid_thw: a VL model's row-aligned image columns ([B, N, D], [B, 3]).
+        counter_rng: draw from `counter_uniforms` (None: on a CUDA device) instead of per-row generators.
     Returns:
         A right-padded `Generation`; rows that hit eos are pad (and masked) afterwards.
     """
@@ -144,7 +197,9 @@ def generate(
     device = prompt_ids.device
     lengths = prompt_lengths_of(prompt_ids, prompt_lengths)
     prompt = left_pad(prompt_ids, lengths, pad_token_id)
-    generators = row_generators(seeds, device)
+    counter = use_counter_rng(device, counter_rng)
+    generators = None if counter else row_generators(seeds, device)
+    seeds = torch.as_tensor(seeds, dtype=torch.long).to(device)
     tokens = torch.full((B, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
     logprobs = torch.zeros(B, max_new_tokens, dtype=torch.float32, device=device)
     live = torch.zeros(B, max_new_tokens, dtype=torch.long, device=device)
@@ -162,7 +217,7 @@ def generate(
     cache = _returned_cache(out)
     for i in range(max_new_tokens):
         logits = out.logits[:, -1].float()
-        tok = draw_tokens(logits, temperature, generators, banned)
+        tok = draw_tokens(logits, temperature, generators, banned, seeds=seeds, step=i)
         tok = torch.where(done, torch.full_like(tok, pad_token_id), tok)
         live[:, i] = (~done).long()
         tokens[:, i] = tok

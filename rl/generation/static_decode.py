@@ -14,7 +14,9 @@ compiled kernels together with the draw). The prompt's forward stays eager (its 
 The same iteration runs uncaptured on the CPU (`use_graphs=False`), which is how CPU tests prove
 it produces what the eager loop does. Randomness: row r draws from its own generator, seeded
 per call with that row's seed, registered with the graph, so the seeds give the same bits on the
-same machine whether the step is replayed or run eagerly.
+same machine whether the step is replayed or run eagerly. On a GPU row r draws from a counter
+instead (`rl.generation.sampler.counter_uniforms` of its seed and the slot's step, both device
+buffers): a replay then advances no generator state at all.
 
 Prompts of any lengths are laid out as `rl.generation.prompt_layout` says (right-aligned, with a
 padding mask and per-row positions); the mask of the whole static cache is fixed for a call (pads
@@ -43,7 +45,7 @@ from rl.generation.prompt_layout import (
     prompt_positions,
     right_padded,
 )
-from rl.generation.sampler import _cache_kwarg, banned_ids, check_request, draw_tokens
+from rl.generation.sampler import _cache_kwarg, banned_ids, check_request, draw_tokens, use_counter_rng
 from rl.models.image_inputs import image_forward_kwargs
 from rl.models.logprobs import gather_logprobs
 
@@ -83,14 +85,15 @@ class _Slot:
     tokens: torch.Tensor  # [Bb, N]
     logprobs: torch.Tensor  # [Bb, N] float32
     live: torch.Tensor  # [Bb, N] long
-    generators: list[torch.Generator]  # one per row
+    seeds: torch.Tensor  # [Bb] long, the rows' seeds (the counter's input)
+    generators: list[torch.Generator] | None  # one per row; None: the counter draws
     graph: torch.cuda.CUDAGraph | None = None
 
 
 class StaticDecoder:
     """Samples like `rl.generation.sampler.generate`, from a static cache, CUDA graphs on a GPU."""
 
-    def __init__(self, model: PreTrainedModel, *, use_graphs: bool) -> None:
+    def __init__(self, model: PreTrainedModel, *, use_graphs: bool, counter_rng: bool | None = None) -> None:
         self.model = model
         self.vision = getattr(model.config, "vision_config", None) is not None
         self.use_graphs = use_graphs
@@ -98,6 +101,7 @@ class StaticDecoder:
         self.device = next(model.parameters()).device
         if use_graphs and self.device.type != "cuda":
             raise ValueError(f"CUDA graphs need a CUDA device, the model is on {self.device}")
+        self.counter = use_counter_rng(self.device, counter_rng)  # the graphs' draw on a GPU; a CPU test sets it
         self.cache_kw = _cache_kwarg(model)
         self.decode_model = torch.compile(model, dynamic=False) if use_graphs else model
         self.banned = banned_ids(model, self.device)
@@ -146,7 +150,7 @@ class StaticDecoder:
 
     def _iterate(self, slot: _Slot, *, temperature: float, eos: int, pad: int) -> None:
         """One token for every row: draw, record, feed it to the model. Fixed shapes, no host sync."""
-        tok = draw_tokens(slot.logits, temperature, slot.generators, self.banned)
+        tok = draw_tokens(slot.logits, temperature, slot.generators, self.banned, seeds=slot.seeds, step=slot.step)
         tok = torch.where(slot.done, pad, tok)
         column = slot.step
         slot.live.index_copy_(1, column, (~slot.done).long().unsqueeze(1))
@@ -175,7 +179,8 @@ class StaticDecoder:
         slot.tokens.fill_(pad)
         slot.logprobs.zero_()
         slot.live.zero_()
-        for g, seed in zip(slot.generators, seeds.tolist()):
+        slot.seeds.copy_(seeds)
+        for g, seed in zip(slot.generators or (), seeds.tolist()):
             g.manual_seed(seed)
 
     def _slot(self, key: tuple, prompt: LeftPadded, images: dict[str, torch.Tensor], *, temperature: float,
@@ -199,7 +204,8 @@ class StaticDecoder:
             tokens=torch.full((Bb, n), pad, dtype=torch.long, device=d),
             logprobs=torch.zeros(Bb, n, dtype=torch.float32, device=d),
             live=torch.zeros(Bb, n, dtype=torch.long, device=d),
-            generators=[torch.Generator(device=d) for _ in range(Bb)],
+            seeds=torch.zeros(Bb, dtype=torch.long, device=d),
+            generators=None if self.counter else [torch.Generator(device=d) for _ in range(Bb)],
         )
         if self.use_graphs:
             slot.graph = self._capture(slot, prompt, images, temperature=temperature, eos=eos, pad=pad)
@@ -210,7 +216,7 @@ class StaticDecoder:
                  eos: int, pad: int) -> torch.cuda.CUDAGraph:
         """Warm the step up on a side stream (compiles the decode forward, allocates), then capture
         one iteration."""
-        self._prefill(slot, prompt, images, seeds=torch.arange(len(slot.generators)), pad=pad)
+        self._prefill(slot, prompt, images, seeds=torch.arange(len(slot.seeds)), pad=pad)
         side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
@@ -218,7 +224,7 @@ class StaticDecoder:
                 self._iterate(slot, temperature=temperature, eos=eos, pad=pad)
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        for g in slot.generators:
+        for g in slot.generators or ():
             graph.register_generator_state(g)
         with torch.cuda.graph(graph):
             self._iterate(slot, temperature=temperature, eos=eos, pad=pad)

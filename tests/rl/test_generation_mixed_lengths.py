@@ -28,6 +28,7 @@ LENGTHS = (9, 3, 6, 1, 7)  # rows of one batch; the longest needs no padding
 TOL = 1e-5
 MODES = ["eager", "static", pytest.param("graphs", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="CUDA graphs need a GPU; the static mode runs the same step uncaptured"))]
+COUNTER_MODES = ["eager_counter", "static_counter"]  # the GPU's draw (sampler.counter_uniforms), on the CPU
 
 
 def text_model(family: str) -> torch.nn.Module:
@@ -72,15 +73,16 @@ def image_batch(model, tok, order: list[int]) -> tuple[torch.Tensor, torch.Tenso
 def decode(model, mode: str, ids, lengths, seeds, pad: int, eos: int, **images) -> Generation:
     args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=eos, pad_token_id=pad, seeds=seeds,
                 prompt_lengths=lengths, **images)
+    mode, counter = mode.removesuffix("_counter"), True if mode.endswith("_counter") else None
     if mode == "eager":
-        return generate(model.to("cpu"), ids, **args)
+        return generate(model.to("cpu"), ids, counter_rng=counter, **args)
     device = "cuda" if mode == "graphs" else "cpu"
-    decoder = StaticDecoder(model.to(device), use_graphs=mode == "graphs")
+    decoder = StaticDecoder(model.to(device), use_graphs=mode == "graphs", counter_rng=counter)
     return decoder.generate(ids, **{k: (v.to(device) if torch.is_tensor(v) else v) for k, v in args.items()})
 
 
 def assert_rows_as_alone(model, mode: str, ids, lengths, images: dict, pad: int, eos: int) -> Generation:
-    seeds = row_seeds(7, len(ids))
+    seeds = row_seeds(4 if mode.endswith("_counter") else 7, len(ids))  # seeds whose rows end at different steps
     mixed = decode(model, mode, ids, lengths, seeds, pad, eos, **images)
     assert mixed.input_ids.shape == (len(ids), ids.shape[1] + 10)
     for b, n in enumerate(lengths.tolist()):
@@ -100,7 +102,7 @@ def assert_rows_as_alone(model, mode: str, ids, lengths, images: dict, pad: int,
 ORDERS = {"longest_first": [0, 1, 2, 3, 4], "longest_last": [3, 1, 2, 4, 0]}
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODES + COUNTER_MODES)
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
 @pytest.mark.parametrize("order", ["longest_first", "longest_last"])
 def test_text_rows_decode_as_alone(mode: str, family: str, order: str) -> None:
@@ -137,7 +139,7 @@ def _ones_mask(prompt):
     return torch.ones_like(prompt.mask)
 
 
-@pytest.mark.parametrize("mode", ["eager", "static"])
+@pytest.mark.parametrize("mode", ["eager", "static", "static_counter"])
 @pytest.mark.parametrize("vision", [False, True])
 def test_the_comparison_catches_a_dropped_padding_mask(mode: str, vision: bool, monkeypatch) -> None:
     """Without the mask, attention reads the pads and the gated-delta-net states absorb them."""
