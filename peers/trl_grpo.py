@@ -66,7 +66,8 @@ def refusals(cfg: RunConfig) -> list[str]:
          "policy.optimizer.warmup_init_lr: TRL's warm-up starts at 0; set 0.0"),
         (cfg.policy.sequence_packing.enabled, "policy.sequence_packing.enabled: the TRL peer pads"),
         (cfg.data.val_every_steps > 0, "data.val_every_steps: the TRL peer runs no validation pass"),
-        (cfg.checkpoint.every_steps > 0 or cfg.checkpoint.hf_format, "checkpoint: the TRL peer writes none"),
+        (cfg.checkpoint.every_steps > 0 or cfg.checkpoint.at_end or cfg.checkpoint.hf_format,
+         "checkpoint: the TRL peer writes none; set every_steps: 0, at_end: false"),
         (bool(cfg.policy.env or cfg.generation.env), "policy.env, generation.env: the TRL peer is one process; "
                                                      "use the top-level env"),
         (cfg.batch_rows % cfg.policy.micro_batch_size != 0,

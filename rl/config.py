@@ -257,6 +257,7 @@ class DataPlaneConfig:
 @dataclass(kw_only=True)
 class CheckpointConfig:
     every_steps: int = 0
+    at_end: bool = True  # also after the last step; false: a throughput run writes none (a 1.2 B policy's is 23 GB)
     hf_format: bool = False  # also write step_N/hf/: save_pretrained weights and tokenizer
     dir: str | None = None  # None: RUN_DIR/checkpoints; else a path every node and a restarted job see
 

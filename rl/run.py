@@ -438,7 +438,7 @@ class Engine:
             if val_every and (step % val_every == 0 or step == cfg.algorithm.num_steps):
                 metrics.update(self.driver.validate(step))
             self.runlog.log_metrics(step, metrics)
-            if (every and step % every == 0) or step == cfg.algorithm.num_steps:
+            if (every and step % every == 0) or (step == cfg.algorithm.num_steps and cfg.checkpoint.at_end):
                 self._save(step)
             self.runlog.write_status("running")
             headline = "reward" if "train/reward" in metrics else "kl_loss"

@@ -41,6 +41,7 @@ def test_each_engine_writes_the_same_per_step_fields(runs: dict[str, Path], engi
     assert all(r["train/mean_response_length"] == 16 for r in rows)  # generation.ignore_eos in both
     status = json.loads((runs[engine] / "status.json").read_text())
     assert status["state"] == "completed" and status["last_step"] == 3
+    assert not (runs[engine] / "checkpoints").exists()  # checkpoint.at_end: false, a throughput run
     assert "## Step phases" in (runs[engine] / "report.md").read_text()
 
 

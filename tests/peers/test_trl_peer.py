@@ -40,8 +40,10 @@ def test_what_trl_cannot_do_as_our_engine_does_is_refused_by_key() -> None:
     data["algorithm"]["baseline"] = "leave_one_out"
     data["algorithm"]["loss"]["is_correction"] = True
     data["cluster"]["devices_per_node"] = 2
+    data["checkpoint"]["at_end"] = True  # a final checkpoint TRL would not write
     lines = peer.refusals(parse_config(data))
-    assert [line.split(":")[0] for line in lines] == ["cluster", "algorithm.baseline", "algorithm.loss.is_correction"]
+    assert [line.split(":")[0] for line in lines] == ["cluster", "algorithm.baseline", "algorithm.loss.is_correction",
+                                                      "checkpoint"]
 
 
 def test_a_refused_recipe_exits_2_with_status_saying_why(tmp_path: Path) -> None:

@@ -135,6 +135,7 @@ READERS: dict[str, tuple[str, str]] = {
     "generation.env": ("rl/run.py", "env_vars={r: cfg.worker_env(r) for r in ROLES}"),
     "env_unsafe_allow": ("rl/config.py", "unsafe_env.refusal(scope, names, cfg.env_unsafe_allow)"),
     "checkpoint.every_steps": ("rl/run.py", "cfg.checkpoint.every_steps"),
+    "checkpoint.at_end": ("rl/run.py", "cfg.checkpoint.at_end"),
     "checkpoint.hf_format": ("rl/run.py", "cfg.checkpoint.hf_format"),
     "data.train": ("rl/envs/math.py", 'data["train"]'),
     "data.train.path": ("rl/envs/math.py", 'data["train"]["path"]'),
