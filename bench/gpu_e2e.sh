@@ -11,7 +11,8 @@
 # Prints tokens/s/GPU of both, the ratio and each phase's median seconds. Writes under
 # $OUT/e2e/: both run dirs, ratio.json and machine.json (machine, date, commit) for bench/results/.
 # PERF_HYBRID=1 also runs recipes/perf_grpo_hybrid_1b.yaml (our engine only: its tokens/s and phases).
-# About 8 minutes without it.
+# E2E_STEPS=N runs N steps of each (6; at least 3), so a call that must also hold the smoke suite fits
+# its 10 minutes: about 9 minutes at 5 steps on a bare machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${HARNESS:-}" ]; then
@@ -33,16 +34,17 @@ cat "$DEST/machine.json"
 echo "== smoke suite"
 bash bench/gpu_smoke.sh || { echo "gpu_e2e: the smoke suite failed; no throughput run" >&2; exit 1; }
 
+STEPS=${E2E_STEPS:-6}
 run() {  # run NAME RECIPE LIMIT_S
-  echo "== $1: $2"
-  timeout "$3" $HARNESS run "$2" --out "$DEST/$1" --no-progress 2>&1 | tail -15
+  echo "== $1: $2 ($STEPS steps)"
+  timeout "$3" $HARNESS run "$2" "algorithm.num_steps=$STEPS" --out "$DEST/$1" --no-progress 2>&1 | tail -15
   local code=${PIPESTATUS[0]}
   [ "$code" -eq 0 ] || { echo "gpu_e2e: $1 exited $code; $DEST/$1/engine.log:" >&2; tail -30 "$DEST/$1/engine.log" >&2; }
   return "$code"
 }
 run ours recipes/perf_grpo_dense_1b.yaml 300 || exit 1
 run trl recipes/perf_grpo_dense_1b_trl.yaml 240 || exit 1
-echo "== ratio (steps 3-6)"
+echo "== ratio (steps 3-$STEPS)"
 python3 bench/e2e_ratio.py "$DEST/ours" "$DEST/trl" --warmup 2 --json "$DEST/ratio.json" || exit 1
 if [ "${PERF_HYBRID:-0}" = 1 ]; then
   run hybrid recipes/perf_grpo_hybrid_1b.yaml 300 || exit 1
