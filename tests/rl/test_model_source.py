@@ -34,7 +34,7 @@ def test_shipped_checkpoint_is_what_the_script_writes(tmp_path: Path) -> None:
     assert any(not torch.equal(a[k], b[k]) for k in a)  # trained, not the bare initialisation
     source = json.loads((shipped / "SOURCE").read_text())
     assert source["seed"] == 42 and source["warm_start"]["steps"] == 120
-    assert source["warm_start"]["data"] == {"path": "tiny_math", "split": "train"}
+    assert source["warm_start"]["data"] == {"path": "word_math", "split": "train"}
 
 
 def test_tokenizer_null_takes_the_checkpoints_chat_template() -> None:

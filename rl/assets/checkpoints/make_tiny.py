@@ -9,10 +9,11 @@ chat template with it); their tiny twins go through the same loading code with a
 this script writes with `save_pretrained`, so no download is needed and CI covers the path.
 Like a released checkpoint, it already knows its task: the weights are the tiny family config's
 seeded initialisation (rl/models/tiny_configs.py, seed 42) after the engine's supervised warm
-start on the shipped `tiny_math` train split, chat-templated (rl/warm_start.py, 120 steps, lr
-3e-3, batch 32: the settings the twin used to run itself), so the twin starts GRPO from a nonzero,
-improvable reward with `algorithm.warm_start.steps: 0`, as the full-scale recipe does. The warm
-start is cached as every warm start is (~/.cache/rl or $RL_CACHE_DIR). `SOURCE` records all this.
+start on the shipped `word_math` train split (problems of 3 to 71 characters), chat-templated
+(rl/warm_start.py, 120 steps, lr 3e-3, batch 32: the settings the twin used to run itself), so
+the twin starts GRPO from a nonzero, improvable reward with `algorithm.warm_start.steps: 0`, as
+the full-scale recipe does. The warm start is cached as every warm start is (~/.cache/rl or
+$RL_CACHE_DIR). `SOURCE` records all this.
 
 The tokenizer is character level (one token per character but the role names) with Qwen's chat
 special tokens and a ChatML template: `<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n`;
@@ -46,7 +47,7 @@ WORDS = ["system", "user", "assistant"]
 CHECKPOINTS = {"tiny_qwen3_5_moe": ("qwen3_5_moe", {})}
 WARM_START = {"steps": 120, "lr": 3.0e-3, "batch_size": 32}
 # the twin's data settings (recipes/qwen3_5_35b.yaml): the warm start reads them as GRPO will
-DATA = {"train": {"path": "tiny_math", "split": "train"}, "validation": {"path": "tiny_math", "split": "validation"},
+DATA = {"train": {"path": "word_math", "split": "train"}, "validation": {"path": "word_math", "split": "validation"},
         "prompt_key": "problem", "answer_key": "answer", "prompt_template": "{prompt}", "chat_template": True,
         "shuffle": True, "val_every_steps": 25, "val_max_samples": 0}
 
