@@ -7,8 +7,9 @@ digits, then eos. With `square_size` equal to the vision tower's patch size ever
 exactly one patch, so the signal is clean and counting is the whole job.
 
 Images are uint8 tensors [H, W, 3], generated on the fly from (params, seed, step): the same
-problems on every machine, no files. Every prompt has the same text and every image the same
-size, so prompts have one token length (the sampler relies on that).
+problems on every machine, no files. Every image has the same size; the question is one text
+(`questions: 1`, the default) or, with `questions: N`, one of the first N of QUESTIONS per problem
+(8 to 68 characters), so a batch's prompts differ in length as a real dataset's do.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from rl.envs.registry import Problem, register_env
 
 EOS_TEXT = "<eos>"
 PROMPT = "how many squares?"
+# What `questions: N` draws from, its first N (tokenizer `arith_vl`'s characters only).
+QUESTIONS = (PROMPT, "squares?", "count the squares.", "how many squares do you see in the image?",
+             "how many coloured squares are in this picture? answer with a number.")
 # Saturated, mutually distinct colours; black is the background.
 PALETTE = ((230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200),
            (245, 130, 48), (145, 30, 180), (70, 240, 240), (240, 50, 230))
@@ -41,12 +45,14 @@ class CountingParams:
     image_size: side of the square image in pixels.
     square_size: side of each square (and of the cells they sit in) in pixels.
     min_count, max_count: the number of squares is drawn uniformly from [min_count, max_count].
+    questions: how many of QUESTIONS a problem's prompt is drawn from (1: always PROMPT).
     """
 
     image_size: int = 24
     square_size: int = 4
     min_count: int = 1
     max_count: int = 9
+    questions: int = 1
 
     @classmethod
     def from_dict(cls, params: dict) -> "CountingParams":
@@ -69,6 +75,8 @@ class CountingParams:
         if self.max_count > self.num_cells:
             raise ValueError(
                 f"task.params.max_count: {self.max_count} squares do not fit in {self.num_cells} cells")
+        if self.questions > len(QUESTIONS):
+            raise ValueError(f"task.params.questions: at most {len(QUESTIONS)}, got {self.questions}")
 
     @property
     def cells_per_side(self) -> int:
@@ -104,7 +112,9 @@ class CountingEnv:
         out = []
         for _ in range(n):
             count = rng.randint(self.params.min_count, self.params.max_count)
-            out.append(ImageProblem(prompt=PROMPT, answer=str(count), image=draw(self.params, rng, count)))
+            # one question: no draw, so the default's problems are what they always were
+            prompt = QUESTIONS[rng.randrange(self.params.questions)] if self.params.questions > 1 else PROMPT
+            out.append(ImageProblem(prompt=prompt, answer=str(count), image=draw(self.params, rng, count)))
         return out
 
     def score(self, problem: Problem, completion: str) -> float:

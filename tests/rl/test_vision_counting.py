@@ -10,7 +10,7 @@ import torch
 
 from rl.assets.tokenizers import make_arith, make_arith_vl
 from rl.envs import make_env
-from rl.envs.counting import PALETTE, PROMPT, CountingParams
+from rl.envs.counting import PALETTE, PROMPT, QUESTIONS, CountingParams
 from rl.tokenizer import load_tokenizer, resolve_tokenizer_dir
 
 
@@ -44,7 +44,18 @@ def test_score_is_exact_count() -> None:
     assert env.score(p, "3") == 1.0 and env.score(p, " 3 <eos>junk") == 1.0
     assert env.score(p, "4") == 0.0 and env.score(p, "33") == 0.0 and env.score(p, "") == 0.0
     assert env.spec == {"name": "counting", "params": {"image_size": 24, "square_size": 4,
-                                                        "min_count": 3, "max_count": 3}}
+                                                        "min_count": 3, "max_count": 3, "questions": 1}}
+
+
+def test_questions_vary_the_prompt_length_and_keep_the_problems() -> None:
+    one = make_env({"name": "counting", "params": {}}).sample(64, seed=3, step=5)
+    assert {p.prompt for p in one} == {PROMPT}
+    varied = make_env({"name": "counting", "params": {"questions": len(QUESTIONS)}})
+    a, b = varied.sample(64, seed=3, step=5), varied.sample(64, seed=3, step=5)
+    assert [p.prompt for p in a] == [p.prompt for p in b]  # seeded
+    assert {p.prompt for p in a} == set(QUESTIONS) and len({len(q) for q in QUESTIONS}) == len(QUESTIONS)
+    tok = load_tokenizer("arith_vl")
+    assert all(tok.unk_token_id not in tok(q, add_special_tokens=False)["input_ids"] for q in QUESTIONS)
 
 
 @pytest.mark.parametrize("params, field", [
@@ -53,6 +64,7 @@ def test_score_is_exact_count() -> None:
     ({"image_size": 8, "square_size": 4, "max_count": 5}, "max_count"),
     ({"max_count": 0}, "max_count"),
     ({"colour": 1}, "colour"),
+    ({"questions": len(QUESTIONS) + 1}, "questions"),
 ])
 def test_bad_params_name_the_field(params: dict, field: str) -> None:
     with pytest.raises(ValueError, match=f"task.params.{field}"):
