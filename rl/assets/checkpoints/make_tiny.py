@@ -45,7 +45,7 @@ CHAT_TEMPLATE = (
 WORDS = ["system", "user", "assistant"]
 # name -> (family, tiny config overrides)
 CHECKPOINTS = {"tiny_qwen3_5_moe": ("qwen3_5_moe", {})}
-WARM_START = {"steps": 400, "lr": 3.0e-3, "batch_size": 32}
+WARM_START = {"steps": 120, "lr": 3.0e-3, "batch_size": 32}
 # the twin's data settings (recipes/qwen3_5_35b.yaml): the warm start reads them as GRPO will
 DATA = {"train": {"path": "word_math", "split": "train"}, "validation": {"path": "word_math", "split": "validation"},
         "prompt_key": "problem", "answer_key": "answer", "prompt_template": "{prompt}", "chat_template": True,
