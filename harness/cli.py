@@ -90,9 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     _recipe_args(show)
     show.add_argument("--provenance", action="store_true", help="say which file or override set each leaf")
 
-    plan = sub.add_parser("plan", help="derive and check the resource plan; write plan.json")
+    plan = sub.add_parser("plan", help="derive, check and print the resource plan (--out FILE: also write it as JSON)")
     _recipe_args(plan)
-    plan.add_argument("--out", default="plan.json", help="where to write plan.json (default: ./plan.json)")
+    plan.add_argument("--out", metavar="FILE", help="also write the plan as JSON to FILE (default: write nothing)")
 
     validate = sub.add_parser("validate", help="resolve, validate and plan every recipe under the paths")
     validate.add_argument("paths", nargs="*", default=["recipes"], help="files or folders (default: recipes)")

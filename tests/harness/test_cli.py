@@ -141,6 +141,20 @@ def test_dry_run_writes_recipe_and_plan(tmp_path, capsys):
     assert "would launch" in capsys.readouterr().out
 
 
+def test_plan_prints_and_writes_a_file_only_to_out(tmp_path, monkeypatch, capsys):
+    """Issue 35: `harness plan` wrote ./plan.json by default, and one was committed by accident."""
+    monkeypatch.chdir(tmp_path)
+    recipe = str(REPO / "recipes" / "qwen3_5_35b.yaml")
+    assert main(["plan", recipe]) == 0
+    printed = capsys.readouterr().out
+    assert "world 16" in printed and "wrote" not in printed
+    assert list(tmp_path.iterdir()) == []
+    assert main(["plan", recipe, "--out", "mine.json"]) == 0
+    assert "wrote mine.json" in capsys.readouterr().out
+    assert json.loads((tmp_path / "mine.json").read_text())["world"] == 16
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.json"]
+
+
 def test_run_rejects_a_bad_plan_before_launch(tmp_path, capsys):
     out = tmp_path / "never"
     code = main(["run", str(REPO / "recipes" / "qwen3_5_35b.yaml"), "policy.parallel.ep=12", "--out", str(out)])

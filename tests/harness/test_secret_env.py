@@ -117,7 +117,7 @@ def test_entry_run_json_redacts_its_command():
 
 def test_validate_and_plan_need_no_secret(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    monkeypatch.chdir(tmp_path)  # `harness plan` writes plan.json here
+    monkeypatch.chdir(tmp_path)  # anything `harness plan` wrote would land here
     assert main(["plan", str(RECIPE), *OVERRIDES]) == 0
     assert LITERAL not in capsys.readouterr().out
     assert all(LITERAL not in p.read_text() for p in tmp_path.iterdir() if p.is_file())
