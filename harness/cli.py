@@ -180,6 +180,19 @@ def _suite_parsers(sub: argparse._SubParsersAction) -> None:
     history.add_argument("--rel-floor", dest="rel_floor", type=float, help="gate relative floor (default: the suite's)")
 
 
+def _recipe_or_override(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse gives the first positional to RECIPE; an override there (`harness run a.b=c/d`) is
+    moved to the overrides: `run` then runs its default recipe, the others need a recipe."""
+    from harness.recipe_or_override import is_override  # noqa: PLC0415
+
+    recipe = getattr(args, "recipe", None)
+    if not hasattr(args, "overrides") or recipe is None or not is_override(recipe):
+        return
+    if args.command != "run":
+        parser.error(f"{args.command} needs a RECIPE before its overrides ({recipe.split('=')[0]}=... is an override)")
+    args.recipe, args.overrides = None, [recipe, *args.overrides]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -189,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.overrides = [*args.overrides, *extra]
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    _recipe_or_override(parser, args)
     from harness import commands  # noqa: PLC0415 - keeps `harness --help` instant
     from harness.errors import USER_ERRORS, capped_line, shown  # noqa: PLC0415
 

@@ -240,9 +240,7 @@ def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool,
 
 
 def main(args: argparse.Namespace) -> int:
-    recipe_arg, overrides = args.recipe, list(args.overrides)
-    if recipe_arg and "=" in recipe_arg and not recipe_arg.endswith((".yaml", ".yml")):
-        recipe_arg, overrides = None, [recipe_arg, *overrides]
+    recipe_arg, overrides = args.recipe, list(args.overrides)  # an override given first is moved (cli.py)
     resuming_own = getattr(args, "resume", False) and not recipe_arg and not overrides and args.out
     # `harness run --resume --out DIR`: the run's own recipe, as it ran (DIR/recipe.yaml)
     recipe_path = Path(args.out) / "recipe.yaml" if resuming_own else Path(recipe_arg) if recipe_arg else DEFAULT_RECIPE
