@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="resolve, validate, plan, launch, check and report a recipe")
     _recipe_args(run, optional=True)
     run.add_argument("--out", help="run dir (default: runs/<name>-<time>)")
-    run.add_argument("--dry-run", action="store_true", help="resolve, plan and write the run dir; launch nothing")
+    run.add_argument("--dry-run", action="store_true",
+                     help="resolve, plan and print what would run; write nothing, launch nothing")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --out from its newest checkpoint (the same recipe; rl engine only)")
