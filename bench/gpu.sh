@@ -149,8 +149,9 @@ case "$TARGET" in
       checks.hardware=h200
     python3 bench/run_summary.py /tmp/runs/parity | record parity ;;
   warm-start)
-    $HARNESS run recipes/qwen3_5_35b_vlm.yaml --scale h200x2 --dry-run --out /tmp/vlm > /dev/null 2>&1
-    $HARNESS run recipes/qwen3_5_35b.yaml --scale h200x2 --dry-run --out /tmp/llm > /dev/null 2>&1
+    mkdir -p /tmp/vlm /tmp/llm
+    $HARNESS show recipes/qwen3_5_35b_vlm.yaml --scale h200x2 > /tmp/vlm/recipe.yaml
+    $HARNESS show recipes/qwen3_5_35b.yaml --scale h200x2 > /tmp/llm/recipe.yaml
     { for s in 123 7; do timeout 200 python3 bench/warm_start_repeat.py /tmp/vlm/recipe.yaml $s 2>&1 & done
       timeout 200 python3 bench/warm_start_repeat.py /tmp/llm/recipe.yaml 42 2>&1; wait; } | record warm_start ;;
   *) echo "unknown target: $TARGET" >&2; usage; exit 2 ;;

@@ -2,7 +2,7 @@
 
 Trains the recipe's warm start twice from the same seed (fresh caches) and prints the two final
 losses and whether every weight is bit-identical. Resolve the recipe first with
-`harness run RECIPE --scale S --dry-run --out DIR` (DIR/recipe.yaml).
+`harness show RECIPE --scale S > RESOLVED_RECIPE`.
 """
 
 from __future__ import annotations

@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="resolve, validate, plan, launch, check and report a recipe")
     _recipe_args(run, optional=True)
     run.add_argument("--out", help="run dir (default: runs/<name>-<time>)")
-    run.add_argument("--dry-run", action="store_true", help="resolve, plan and write the run dir; launch nothing")
+    run.add_argument("--dry-run", action="store_true",
+                     help="resolve, plan and print what would run; write nothing, launch nothing")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --out from its newest checkpoint (the same recipe; rl engine only)")
@@ -90,9 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     _recipe_args(show)
     show.add_argument("--provenance", action="store_true", help="say which file or override set each leaf")
 
-    plan = sub.add_parser("plan", help="derive and check the resource plan; write plan.json")
+    plan = sub.add_parser("plan", help="derive, check and print the resource plan (--out FILE: also write it as JSON)")
     _recipe_args(plan)
-    plan.add_argument("--out", default="plan.json", help="where to write plan.json (default: ./plan.json)")
+    plan.add_argument("--out", metavar="FILE", help="also write the plan as JSON to FILE (default: write nothing)")
 
     validate = sub.add_parser("validate", help="resolve, validate and plan every recipe under the paths")
     validate.add_argument("paths", nargs="*", default=["recipes"], help="files or folders (default: recipes)")
@@ -180,6 +181,19 @@ def _suite_parsers(sub: argparse._SubParsersAction) -> None:
     history.add_argument("--rel-floor", dest="rel_floor", type=float, help="gate relative floor (default: the suite's)")
 
 
+def _recipe_or_override(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse gives the first positional to RECIPE; an override there (`harness run a.b=c/d`) is
+    moved to the overrides: `run` then runs its default recipe, the others need a recipe."""
+    from harness.recipe_or_override import is_override  # noqa: PLC0415
+
+    recipe = getattr(args, "recipe", None)
+    if not hasattr(args, "overrides") or recipe is None or not is_override(recipe):
+        return
+    if args.command != "run":
+        parser.error(f"{args.command} needs a RECIPE before its overrides ({recipe.split('=')[0]}=... is an override)")
+    args.recipe, args.overrides = None, [recipe, *args.overrides]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -189,6 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.overrides = [*args.overrides, *extra]
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    _recipe_or_override(parser, args)
     from harness import commands  # noqa: PLC0415 - keeps `harness --help` instant
     from harness.errors import USER_ERRORS, capped_line, shown  # noqa: PLC0415
 

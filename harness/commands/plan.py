@@ -1,5 +1,6 @@
 """`harness plan RECIPE`: derive and check the resource plan, ask the engine whether it can run it
-(a refusal on any machine is exit 2; this machine's refusals are printed), write plan.json."""
+(a refusal on any machine is exit 2; this machine's refusals are printed). It prints the plan and writes
+plan.json only to `--out FILE`: a default file in the working directory ends up committed by accident."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def main(args: argparse.Namespace) -> int:
     print(format_plan(plan), end="")
     print("".join(f"needs      {line}\n" for line in needs), end="")
     print(format_answer(machine), end="")
-    out = Path(args.out)
-    out.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    if args.out:
+        out = Path(args.out)
+        out.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {out}")
     return 0

@@ -2,7 +2,8 @@
 
 Resolve, validate and plan before anything starts; ask the engine whether it can run the recipe
 on this machine (harness/preflight.py: a refusal is exit 2, one line per key, before any run dir
-exists; a dry run only reports this machine's refusals); make a unique run dir; launch the engine
+exists; a dry run only reports this machine's refusals, prints the plan and writes nothing, no run
+dir either); make a unique run dir; launch the engine
 (once, or once per parity variant); then judge the run and write result.json, junit.xml and
 report.md. Without a recipe it runs the embedded default, the CPU GRPO tiny twin.
 `--resume --out DIR` continues the run in DIR from its newest checkpoint (`rl.run --resume`):
@@ -51,16 +52,21 @@ DEFAULT_RECIPE = REPO_ROOT / "recipes" / "arith_grpo_cpu.yaml"
 EXIT_INTERRUPTED = 130
 
 
-def make_run_dir(out: str | None, name: str, root: str | None = None) -> Path:
-    """A fresh run dir: --out if given (it must not hold a run already), else
-    ROOT/<name>-<time>-<id>, ROOT being the recipe's `run_dir` (a shared path on a cluster) or runs/."""
+def run_dir_path(out: str | None, name: str, root: str | None = None) -> Path:
+    """Where a fresh run dir goes, made by nobody yet: --out if given (it must not hold a run already),
+    else ROOT/<name>-<time>-<id>, ROOT being the recipe's `run_dir` (a shared path on a cluster) or runs/."""
     if out:
         path = Path(out)
         if path.exists() and any(path.iterdir()):
             raise UsageError(f"{path}: run dir exists and is not empty (choose another --out)")
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        path = Path(root or "runs").expanduser() / f"{name}-{stamp}-{secrets.token_hex(2)}"
+        return path
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path(root or "runs").expanduser() / f"{name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def make_run_dir(out: str | None, name: str, root: str | None = None) -> Path:
+    """A fresh run dir at run_dir_path, made."""
+    path = run_dir_path(out, name, root)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:  # checked before (check_out), but a folder can change meanwhile
@@ -240,9 +246,7 @@ def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool,
 
 
 def main(args: argparse.Namespace) -> int:
-    recipe_arg, overrides = args.recipe, list(args.overrides)
-    if recipe_arg and "=" in recipe_arg and not recipe_arg.endswith((".yaml", ".yml")):
-        recipe_arg, overrides = None, [recipe_arg, *overrides]
+    recipe_arg, overrides = args.recipe, list(args.overrides)  # an override given first is moved (cli.py)
     resuming_own = getattr(args, "resume", False) and not recipe_arg and not overrides and args.out
     # `harness run --resume --out DIR`: the run's own recipe, as it ran (DIR/recipe.yaml)
     recipe_path = Path(args.out) / "recipe.yaml" if resuming_own else Path(recipe_arg) if recipe_arg else DEFAULT_RECIPE
@@ -259,6 +263,9 @@ def main(args: argparse.Namespace) -> int:
     refused_here = ask_before_launch(recipe, launching=not args.dry_run, machine_here=not ray_address)
     if resume and args.dry_run:
         raise UsageError("--resume and --dry-run: choose one")
+    if args.dry_run:
+        return dry_run(args, recipe, recipe_path, plan, run_dir_path(args.out, recipe["name"], recipe.get("run_dir")),
+                       refused_here=refused_here, ray_address=ray_address)
     run_dir = (resume_dir(args.out, recipe) if resume
                else make_run_dir(args.out, recipe["name"], recipe.get("run_dir")))
     if resume and not has_checkpoint(run_dir, recipe):
@@ -281,20 +288,34 @@ def fresh_or_refuse(run_dir: Path) -> None:
         raise UsageError(f"{run_dir}: run dir exists and is not empty (choose another --out)")
 
 
+def print_preamble(args: argparse.Namespace, recipe_path: Path, plan_obj: Plan, run_dir: Path, *,
+                   refused_here: list[str] | None, ray_address: str | None, note: str = "") -> None:
+    """The recipe, run dir, plan and the engine's answer, printed before a run starts (or instead of one)."""
+    print(f"recipe  {recipe_path}{f' ({args.scale} twin)' if args.scale else ''}\nrun dir {run_dir}{note}")
+    print(format_plan(plan_obj), end="")
+    print(format_answer(refused_here) if not ray_address else
+          f"engine     a Ray job at {ray_address}: the engine checks the cluster there before its run\n", end="")
+
+
+def dry_run(args: argparse.Namespace, recipe: Mapping, recipe_path: Path, plan_obj: Plan, run_dir: Path, *,
+            refused_here: list[str] | None, ray_address: str | None) -> int:
+    """Print what a run would do and write nothing: a run dir a dry run left looked like a real run's.
+    The resolved recipe is `harness show`'s output, the plan as JSON `harness plan --out FILE`."""
+    print_preamble(args, recipe_path, plan_obj, run_dir, refused_here=refused_here, ray_address=ray_address,
+                   note=" (not made: dry run)")
+    print("dry run: would launch " + " ".join(engine_command(recipe, run_dir)))
+    print("dry run: nothing written (the resolved recipe: `harness show`; the plan as JSON: `harness plan --out`)")
+    return 0
+
+
 def _run_locked(args: argparse.Namespace, recipe: Mapping, recipe_path: Path, plan_obj: Plan, run_dir: Path, *,
                 lock_fd: int, refused_here: list[str] | None, ray_address: str | None) -> int:
     """main's part that runs while this process holds the run dir's lock."""
     resume = getattr(args, "resume", False)
     plan = plan_obj.to_json()
-    recipe_file = run_dir / "recipe.yaml" if resume else write_inputs(run_dir, recipe, plan)
-    print(f"recipe  {recipe_path}{f' ({args.scale} twin)' if args.scale else ''}\nrun dir {run_dir}")
-    print(format_plan(plan_obj), end="")
-    print(format_answer(refused_here) if not ray_address else
-          f"engine     a Ray job at {ray_address}: the engine checks the cluster there before its run\n", end="")
-    if args.dry_run:
-        print("dry run: would launch " + " ".join(engine_command(recipe, run_dir)))
-        print(f"wrote {recipe_file} and {run_dir / 'plan.json'}")
-        return 0
+    if not resume:
+        write_inputs(run_dir, recipe, plan)
+    print_preamble(args, recipe_path, plan_obj, run_dir, refused_here=refused_here, ray_address=ray_address)
     progress = not args.no_progress
     if recipe["checks"].get("parity"):
         judgement, result = run_parity(recipe, run_dir, plan, progress=progress, ray_address=ray_address,

@@ -109,6 +109,12 @@ def metric_rows(metrics: Mapping[str, Mapping[int, float]], first: Sequence[str]
     return rows[:MAX_METRIC_ROWS], max(len(rows) - MAX_METRIC_ROWS, 0)
 
 
+def threshold_lines(specs: Sequence[PlotSpec], metric: str) -> list[tuple[float, str]]:
+    """(value, label) of every bound on `metric`, each label naming its check and value."""
+    return [(s.threshold, f"{s.label}: {s.threshold:g}")
+            for s in specs if s.metric == metric and s.threshold is not None]
+
+
 def plot_section(
     run_dir: Path, *, recipe_name: str, verdicts: Sequence[Verdict], specs: Sequence[PlotSpec],
     metrics: Mapping[str, Mapping[int, float]],
@@ -128,10 +134,7 @@ def plot_section(
         while filename in used:
             filename, n = f"{stem}_{n}.png", n + 1
         used.add(filename)
-        lines_at = [
-            (s.threshold, f"{s.label}: {s.threshold:g}")
-            for s in specs if s.metric == metric and s.threshold is not None
-        ]
+        lines_at = threshold_lines(specs, metric)
         try:
             draw_metric(run_dir / "plots" / filename, name=metric, series=series, thresholds=lines_at,
                         title=f"{recipe_name}: {metric}")  # fmt: skip

@@ -45,6 +45,12 @@ def draw_metric(
     title: str,
 ) -> Path:
     """Like `plot_metric`, with any number of (value, label) horizontal lines."""
+    fig = metric_figure(name=name, series=series, thresholds=thresholds, title=title)
+    return write_atomic(Path(path), lambda f: fig.savefig(f, format="png"), follow_parent=False)
+
+
+def metric_figure(*, name: str, series: Mapping[int, float], thresholds: Sequence[tuple[float, str]], title: str):
+    """The figure `draw_metric` saves: the curve, then a dashed line per (value, label)."""
     if not series:
         raise ValueError(f"series: metric {name!r} has no points to plot")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -65,7 +71,7 @@ def draw_metric(
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", fontsize="small")  # "best" scans every point: slow on long runs
     fig.tight_layout()
-    return write_atomic(Path(path), lambda f: fig.savefig(f, format="png"), follow_parent=False)
+    return fig
 
 
 MAX_POINTS = 2000

@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from harness.cli import main
+from harness.commands.run import write_inputs
+from harness.recipe import load_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -132,13 +134,31 @@ def test_validate_all_recipes_passes():
     assert main(["validate", str(REPO / "recipes")]) == 0
 
 
-def test_dry_run_writes_recipe_and_plan(tmp_path, capsys):
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
+    """Issue 35: a dry run left a run dir (recipe.yaml, plan.json) that looked like a real run's."""
     out = tmp_path / "dry"
     assert main(["run", str(REPO / "recipes" / "qwen3_5_35b.yaml"), "--dry-run", "--out", str(out)]) == 0
-    plan = json.loads((out / "plan.json").read_text())
-    assert plan["world"] == 16 and plan["roles"]["policy"]["ep"] == 16
-    assert yaml.safe_load((out / "recipe.yaml").read_text())["name"] == "qwen3_5_35b"
-    assert "would launch" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "world 16" in printed and "EP 16" in printed and "would launch" in printed
+    assert f"run dir {out} (not made: dry run)" in printed and "nothing written" in printed
+    assert not out.exists()
+    out.mkdir()  # an empty --out a real run could use stays as it was
+    assert main(["run", str(REPO / "recipes" / "qwen3_5_35b.yaml"), "--dry-run", "--out", str(out)]) == 0
+    assert list(out.iterdir()) == []
+
+
+def test_plan_prints_and_writes_a_file_only_to_out(tmp_path, monkeypatch, capsys):
+    """Issue 35: `harness plan` wrote ./plan.json by default, and one was committed by accident."""
+    monkeypatch.chdir(tmp_path)
+    recipe = str(REPO / "recipes" / "qwen3_5_35b.yaml")
+    assert main(["plan", recipe]) == 0
+    printed = capsys.readouterr().out
+    assert "world 16" in printed and "wrote" not in printed
+    assert list(tmp_path.iterdir()) == []
+    assert main(["plan", recipe, "--out", "mine.json"]) == 0
+    assert "wrote mine.json" in capsys.readouterr().out
+    assert json.loads((tmp_path / "mine.json").read_text())["world"] == 16
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.json"]
 
 
 def test_run_rejects_a_bad_plan_before_launch(tmp_path, capsys):
@@ -196,8 +216,8 @@ def test_resume_without_a_recipe_takes_the_runs_own_and_another_names_what_diffe
     import harness.commands.run as run_command
 
     out = tmp_path / "run"
-    assert main(["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), "algorithm.num_steps=3", "--dry-run",
-                 "--out", str(out)]) == 0
+    out.mkdir()  # what a run writes before its engine starts
+    write_inputs(out, load_recipe(REPO / "recipes" / "arith_grpo_cpu.yaml", ["algorithm.num_steps=3"]).data, {})
     seen = {}
     monkeypatch.setattr(run_command, "_run_locked", lambda args, recipe, recipe_path, *rest, **kw: seen.update(
         path=recipe_path, steps=recipe["algorithm"]["num_steps"]) or 0)

@@ -17,10 +17,9 @@ def test_without_out_a_run_dir_is_made_under_the_recipe_run_dir(tmp_path):
     assert not (tmp_path / "ignored").exists()
 
 
-def test_dry_run_writes_under_run_dir(tmp_path, monkeypatch):
+def test_dry_run_names_a_run_dir_under_run_dir_and_makes_none(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # a default ./runs would land here, not in the repository
     assert main(["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), f"run_dir={tmp_path / 'shared'}",
                  "--dry-run"]) == 0
-    (run,) = (tmp_path / "shared").iterdir()
-    assert (run / "recipe.yaml").is_file() and f"run_dir: {tmp_path / 'shared'}" in (run / "recipe.yaml").read_text()
-    assert not (tmp_path / "runs").exists()
+    assert f"run dir {tmp_path / 'shared' / 'arith_grpo_cpu-'}" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []

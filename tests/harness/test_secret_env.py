@@ -11,7 +11,7 @@ from harness.checks.judge import Judgement
 from harness.checks.verdict import Verdict
 from harness.cli import main
 from harness.commands.check import write_outputs
-from harness.commands.run import scrub_logs
+from harness.commands.run import scrub_logs, write_inputs
 from harness.recipe import format_show, load_recipe
 from harness.recipe.errors import RecipeError
 from harness.recipe.secret_env import REDACTED, is_secret, launch_env, redact_argv, redact_recipe, scrub, secret_values
@@ -65,14 +65,24 @@ def test_missing_pass_through_is_one_line_exit_2_before_a_run_dir(tmp_path, monk
     assert not out.exists()
 
 
-def test_dry_run_writes_recipe_and_plan_redacted(tmp_path, monkeypatch, capsys):
+def _write_inputs(out: Path, overrides: list[str]) -> None:
+    """What a run writes before it launches: its recipe.yaml and plan.json (a dry run writes nothing)."""
+    from harness.plan import make_plan  # noqa: PLC0415
+
+    recipe = load_recipe(RECIPE, overrides).data
+    out.mkdir()
+    write_inputs(out, recipe, make_plan(redact_recipe(recipe)).to_json())
+
+
+def test_dry_run_prints_and_a_run_writes_recipe_and_plan_redacted(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("WANDB_API_KEY", PASSED)
     out = tmp_path / "run"
     assert main(["run", str(RECIPE), *OVERRIDES, "--dry-run", "--out", str(out)]) == 0
     text = capsys.readouterr().out
+    assert PASSED not in text and LITERAL not in text
+    _write_inputs(out, OVERRIDES)
     for path in out.rglob("*"):
         assert PASSED not in path.read_text() and LITERAL not in path.read_text(), path
-    assert PASSED not in text and LITERAL not in text
     assert "WANDB_API_KEY: <redacted>" in (out / "recipe.yaml").read_text()
     assert "PLAIN: visible" in (out / "recipe.yaml").read_text()
 
@@ -117,7 +127,7 @@ def test_entry_run_json_redacts_its_command():
 
 def test_validate_and_plan_need_no_secret(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    monkeypatch.chdir(tmp_path)  # `harness plan` writes plan.json here
+    monkeypatch.chdir(tmp_path)  # anything `harness plan` wrote would land here
     assert main(["plan", str(RECIPE), *OVERRIDES]) == 0
     assert LITERAL not in capsys.readouterr().out
     assert all(LITERAL not in p.read_text() for p in tmp_path.iterdir() if p.is_file())
@@ -178,6 +188,7 @@ def test_show_and_dry_run_redact_role_env(tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     assert main(["run", str(RECIPE), *ROLE_OVERRIDES, "--dry-run", "--out", str(out)]) == 0
     assert PASSED not in capsys.readouterr().out
+    _write_inputs(out, ROLE_OVERRIDES)
     for path in out.rglob("*"):
         assert PASSED not in path.read_text() and LITERAL not in path.read_text(), path
     assert "WANDB_API_KEY: <redacted>" in (out / "recipe.yaml").read_text()

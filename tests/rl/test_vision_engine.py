@@ -1,6 +1,6 @@
 """The VLM tiny twin (`recipes/qwen3_5_35b_vlm.yaml --scale tiny`) through the real engine.
 
-The harness resolves the recipe (`--dry-run`), the engine runs a few steps with real Ray and two
+The harness resolves the recipe (`harness show`), the engine runs a few steps with real Ray and two
 gloo policy ranks. Images must reach every model call: the generator (prompt forward), the
 policy's log-probs and its training forward. A rank that lost the images would score the
 rollouts without them and `train/gen_kl_error` would jump from ~1e-9 to ~1e-2.
@@ -31,10 +31,11 @@ def _env() -> dict[str, str]:
 
 
 def _resolve(out: Path, *overrides: str) -> Path:
-    cmd = [sys.executable, "-m", "harness.cli", "run", str(RECIPE), "--scale", "tiny", "--dry-run",
-           "--out", str(out), *overrides]
+    cmd = [sys.executable, "-m", "harness.cli", "show", str(RECIPE), "--scale", "tiny", *overrides]
     done = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+    out.mkdir(parents=True)
+    (out / "recipe.yaml").write_text(done.stdout)
     return out / "recipe.yaml"
 
 
