@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true",
                      help="resolve, plan and print what would run; write nothing, launch nothing")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--history", default="runs/history.sqlite",
+                     help="history database the run's row is appended to (default %(default)s)")
+    run.add_argument("--no-history", dest="history", action="store_const", const=None,
+                     help="append no history row (harness nightly's own runs: their row is the entry's)")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --out from its newest checkpoint (the same recipe; rl engine only)")
     run.add_argument("--ray-address", metavar="URL",

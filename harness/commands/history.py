@@ -76,7 +76,8 @@ def gate_for(suite_name: str, args: argparse.Namespace) -> Gate:
 def main(args: argparse.Namespace) -> int:
     db = Path(args.db)
     if not db.exists():
-        raise UsageError(f"{db}: no history yet (`harness nightly` writes it; --db picks another file)")
+        raise UsageError(f"{db}: no history yet (`harness run` and `harness nightly` write it; "
+                         "--db picks another file)")
     rows = query(db, recipe=args.recipe, entry=args.entry, hardware=args.hardware)
     if not rows:
         raise UsageError(f"{db}: no runs of {args.recipe!r}"

@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import secrets
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -281,6 +282,22 @@ def main(args: argparse.Namespace) -> int:
                            refused_here=refused_here, ray_address=ray_address)
 
 
+def _record_history(db: Path, recipe: Mapping, recipe_path: Path, judgement: Judgement, result: LaunchResult,
+                    run_dir: Path) -> None:
+    """The run's row in the history database (harness/history/hand_run.py); a database that cannot
+    be written is a warning: the run and its verdict stand."""
+    from harness.history import current_commit  # noqa: PLC0415
+    from harness.history.hand_run import record_hand_run  # noqa: PLC0415
+
+    try:
+        row_id = record_hand_run(db, recipe_name=recipe["name"], recipe_path=recipe_path, hardware=judgement.hardware,
+                                 ok=judgement.ok, state=result.state, run_dir=run_dir, commit=current_commit())
+    except (OSError, ValueError, sqlite3.Error) as exc:
+        print(f"warning: history {db}: not recorded: {shown(exc)}", file=sys.stderr)
+        return
+    print(f"history {db} (row {row_id}; `harness history {recipe['name']} --db {db}`)")
+
+
 def fresh_or_refuse(run_dir: Path) -> None:
     """--out, checked again under the lock: a run that started between make_run_dir's look and our
     lock (and has ended since, freeing it) must not be written over."""
@@ -326,6 +343,8 @@ def _run_locked(args: argparse.Namespace, recipe: Mapping, recipe_path: Path, pl
     write_outputs(run_dir, judgement, name=recipe["name"], plan=plan)
     print(format_verdicts(judgement.verdicts), end="")
     print(f"report  {run_dir / 'report.md'}")
+    if args.history:
+        _record_history(Path(args.history), recipe, recipe_path, judgement, result, run_dir)
     if result.state == "interrupted":
         print("interrupted: the engine was stopped; what it wrote is kept", file=sys.stderr)
         if not recipe["checks"].get("parity") and recipe.get("engine", "rl") == "rl":

@@ -1,4 +1,4 @@
-"""The run history: one SQLite row per suite entry run, appended by `harness nightly`.
+"""The run history: one SQLite row per suite entry run (`harness nightly`) or `harness run`.
 
 SQLite because it is one local file, needs no server, and several pytest-xdist workers can
 append to it at once (each append is one short transaction; writers wait up to 30 s for the

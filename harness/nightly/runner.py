@@ -188,7 +188,7 @@ def run_fault_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s:
     run did not complete and its engine.log matches an infrastructure signature (Ray did not
     come up on a crowded machine): the fault never got its chance. A right verdict stands."""
     _require_expect(entry)
-    base = [*harness, "run", *entry.harness_args(), "--no-progress"]
+    base = [*harness, "run", *entry.harness_args(), "--no-progress", "--no-history"]
     result = EntryRun(entry=entry.id, command=base + ["--out", str(attempt_dir(out_dir, entry.id, 1))],
                       expected=faults.expectation(entry.expect), fault=entry.fault)
     for number in range(1, max_retries + 2):
@@ -211,7 +211,7 @@ def run_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s: float
     if entry.expect is not None:
         return run_fault_entry(entry, out_dir=out_dir, max_retries=max_retries, timeout_s=timeout_s,
                                harness=harness)
-    base = [*harness, "run", *entry.harness_args(), "--no-progress"]
+    base = [*harness, "run", *entry.harness_args(), "--no-progress", "--no-history"]
     result = EntryRun(entry=entry.id, command=base + ["--out", str(attempt_dir(out_dir, entry.id, 1))])
     for number in range(1, max_retries + 2):
         run_dir = attempt_dir(out_dir, entry.id, number)

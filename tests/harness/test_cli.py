@@ -240,10 +240,11 @@ def test_an_interrupted_run_prints_its_resume_command(tmp_path, monkeypatch, cap
     from harness.launch import LaunchResult
 
     stopped = LaunchResult(state="interrupted", exit_code=130, wall_s=1.0, last_step=2, error="Ctrl-C")
-    monkeypatch.setattr(run_command, "run_single", lambda *a, **k: (types.SimpleNamespace(verdicts=[], ok=False),
-                                                                    stopped))
+    monkeypatch.setattr(run_command, "run_single", lambda *a, **k: (
+        types.SimpleNamespace(verdicts=[], ok=False, hardware="cpu"), stopped))
     monkeypatch.setattr(run_command, "write_outputs", lambda *a, **k: None)
     out = tmp_path / "run"
-    code = main(["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), "checkpoint.every_steps=1", "--out", str(out)])
+    code = main(["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), "checkpoint.every_steps=1", "--out", str(out),
+                 "--history", str(tmp_path / "history.sqlite")])
     err = capsys.readouterr().err
     assert code == 130 and f"resume it: harness run {out / 'recipe.yaml'} --resume --out {out}\n" in err, err

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 from harness.cli import main
+from harness.history import query
+from harness.history.hand_run import SUITE
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "tests" / "data" / "external" / "external_grpo.yaml"
@@ -40,3 +42,20 @@ def test_run_dir_must_be_new(tmp_path, capsys):
     assert main(["run", str(RECIPE), "--out", str(out)]) == 2
     assert "not empty" in capsys.readouterr().err
     assert (out / "metrics.jsonl").read_text() == "{}\n"  # nothing already written is lost
+
+
+def test_a_run_is_recorded_in_the_history_and_listed_by_recipe(tmp_path, capsys):
+    db = tmp_path / "history.sqlite"
+    assert main(["run", str(RECIPE), "--out", str(tmp_path / "a"), "--no-progress", "--history", str(db)]) == 0
+    assert main(["run", str(RECIPE), "engine.command=['{python}', 'tests/data/external/fake_reference_engine.py', "
+                 "'{run_dir}', '5']", "--out", str(tmp_path / "b"), "--no-progress", "--history", str(db)]) == 1
+    assert main(["run", str(RECIPE), "--out", str(tmp_path / "c"), "--no-progress", "--no-history"]) == 0
+    assert f"history {db} (row 2;" in capsys.readouterr().out
+    rows = query(db)
+    assert [(r.suite, r.verdict, Path(r.run_dir).name) for r in rows] == [(SUITE, "pass", "a"), (SUITE, "fail", "b")]
+    name = rows[0].recipe
+    assert rows[0].entry == f"run:{name}" and rows[0].verdicts and all(rows[0].verdicts.values())
+    assert rows[0].wall_s is not None and rows[1].verdicts and not all(rows[1].verdicts.values())
+    assert main(["history", name, "--db", str(db)]) == 0
+    listed = capsys.readouterr().out
+    assert "2 of 2 runs shown" in listed and "run:" in listed
