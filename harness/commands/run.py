@@ -162,7 +162,7 @@ def jobs_address(cli_address: str | None) -> str | None:
 
 
 def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: bool = False,
-                  ray_address: str | None = None, lock_fd: int | None = None) -> LaunchResult:
+                  ray_address: str | None = None, lock_fd: int | None = None, label: str | None = None) -> LaunchResult:
     env = launch_env(recipe, os.environ)  # secrets reach the engine here; its recipe.yaml says <redacted>
     names = sorted(env)  # what a Ray job is given: the engine process's recipe env
     env.setdefault("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "disabled"))
@@ -183,6 +183,7 @@ def launch_engine(recipe: Mapping, run_dir: Path, *, progress: bool, resume: boo
         progress=progress,
         cwd=REPO_ROOT,
         keep_fds=() if lock_fd is None else (lock_fd,),  # the engine holds the run dir too (run_lock.py)
+        label=label,
     )
     scrub_logs(run_dir, secret_values(recipe, os.environ))
     import_metrics(recipe, run_dir)
@@ -223,7 +224,8 @@ def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool,
         sub.mkdir()
         write_inputs(sub, variant, plan)
         print(f"variant {name}: {sub}")
-        last = launch_engine(variant, sub, progress=progress, ray_address=ray_address, lock_fd=lock_fd)
+        last = launch_engine(variant, sub, progress=progress, ray_address=ray_address, lock_fd=lock_fd,
+                             label=f"{name} ({len(judged) + 1} of {len(names)})")
         judgement = judge_run(sub)
         write_outputs(sub, judgement, name=f"{recipe['name']}:{name}", plan=plan)
         judged.append(judgement)

@@ -21,11 +21,19 @@ def format_duration(seconds: float) -> str:
 
 def format_progress(
     *, step: int, total: int, reward: float | None, elapsed_s: float, eta_s: float | None, width: int = 20,
-    phase: str | None = None, phase_s: float | None = None,
+    phase: str | None = None, phase_s: float | None = None, label: str | None = None,
 ) -> str:
     """One progress line, e.g. `step 5/20 [#####---------------]  25% | reward 0.31 | elapsed 0:12 | ETA 0:36`;
     before the first step, the engine's start-up phase instead of the bar:
-    `starting: warm start (120 steps) 0:41 | elapsed 1:05 | ETA ?`."""
+    `starting: warm start (120 steps) 0:41 | elapsed 1:05 | ETA ?`. `label` leads the line
+    (`tq: step 5/20 ...`): which of a parity run's variants it is."""
+    line = _progress(step=step, total=total, reward=reward, elapsed_s=elapsed_s, eta_s=eta_s, width=width,
+                     phase=phase, phase_s=phase_s)
+    return f"{label}: {line}" if label else line
+
+
+def _progress(*, step: int, total: int, reward: float | None, elapsed_s: float, eta_s: float | None, width: int,
+              phase: str | None, phase_s: float | None) -> str:
     frac = min(step / total, 1.0) if total > 0 else 0.0
     filled = int(round(frac * width))
     if step <= 0 and phase:
@@ -51,8 +59,10 @@ class ProgressBar:
         is_tty: bool | None = None,
         interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        label: str | None = None,
     ) -> None:
         self.total_steps = total_steps
+        self.label = label
         self.stream = stream
         self.is_tty = stream.isatty() if is_tty is None else is_tty
         self.interval_s = interval_s
@@ -81,7 +91,7 @@ class ProgressBar:
         now = self._clock()
         line = format_progress(
             step=step, total=self.total_steps, reward=reward, elapsed_s=now - self._start, eta_s=self.eta(step, now),
-            phase=phase, phase_s=None if phase_since is None else now - phase_since,
+            phase=phase, phase_s=None if phase_since is None else now - phase_since, label=self.label,
         )
         if self.is_tty:
             self.stream.write("\r" + line + "\x1b[K")

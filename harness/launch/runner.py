@@ -71,6 +71,7 @@ def launch(
     grace_s: float = 20.0,
     poll_s: float = 0.2,
     keep_fds: Sequence[int] = (),
+    label: str | None = None,
 ) -> LaunchResult:
     """Runs `command` with os.environ + `env`; returns once it and all its helpers are gone.
 
@@ -86,6 +87,7 @@ def launch(
             shutdown 15 s after recording the outcome, SHUTDOWN_GRACE_S).
         poll_s: how often the process and metrics.jsonl are looked at.
         keep_fds: file descriptors the engine inherits (the run dir's lock, harness/run_lock.py).
+        label: what the progress line starts with (a parity run's variant name).
     Raises:
         ValueError: naming the argument, when one is out of range.
     """
@@ -94,7 +96,7 @@ def launch(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     tail = MetricsTail(run_dir / "metrics.jsonl")
-    bar = ProgressBar(total_steps=total_steps, stream=sys.stderr) if progress else None
+    bar = ProgressBar(total_steps=total_steps, stream=sys.stderr, label=label) if progress else None
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
     start = time.monotonic()
     with child_subreaper(), open(run_dir / "engine.log", "ab", buffering=0) as log:

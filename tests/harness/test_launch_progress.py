@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 from harness.launch.phase_tail import PhaseTail
 from harness.launch.progress import ProgressBar, format_duration, format_progress
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Clock:
@@ -80,3 +83,31 @@ def test_the_phase_tail_keeps_the_newest_complete_phase_line(tmp_path):
     assert tail.since == 130.0
     log.write_bytes(b"rl.run: phase: " + b"x" * 70 + b"\n")  # rewritten (shorter: read anew), a long name cut
     assert tail.poll() == "x" * 60
+
+
+def test_a_labelled_line_says_which_run_it_is():
+    line = format_progress(step=5, total=20, reward=None, elapsed_s=12, eta_s=None, width=10, label="tq (2 of 2)")
+    assert line == "tq (2 of 2): step 5/20 [##--------]  25% | reward - | elapsed 0:12 | ETA ?"
+    out = io.StringIO()
+    bar = ProgressBar(total_steps=4, stream=out, is_tty=False, clock=Clock(), label="legacy (1 of 2)")
+    bar.update(step=0, reward=None, phase="starting Ray")
+    bar.close()
+    assert out.getvalue().startswith("legacy (1 of 2): starting: starting Ray")
+
+
+def test_each_parity_variant_gets_its_own_label(tmp_path, monkeypatch):
+    import harness.commands.run as run_command
+    from harness.launch import LaunchResult
+    from harness.recipe import load_recipe
+
+    labels = []
+
+    def fake_launch(recipe, run_dir, **kwargs):
+        labels.append(kwargs["label"])
+        return LaunchResult(state="completed", exit_code=0, wall_s=0.1, last_step=0, error=None)
+
+    monkeypatch.setattr(run_command, "launch_engine", fake_launch)
+    recipe = load_recipe(REPO / "recipes" / "arith_grpo_cpu_parity.yaml", [], scale=None).data
+    run_command.run_parity(recipe, tmp_path, {}, progress=True)
+    names = list(recipe["checks"]["parity"]["variants"])
+    assert labels == [f"{names[0]} (1 of 2)", f"{names[1]} (2 of 2)"]
