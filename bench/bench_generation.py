@@ -9,7 +9,9 @@ harness), `vlm_twin` that of recipes/qwen3_5_35b_vlm.yaml (each prompt: text, on
 random (seeded) in bf16 on the GPU; every variant samples at temperature 1 with no eos (each row
 makes exactly `--new` tokens), so tokens/s = batch x new / seconds, the median of `--repeats`
 timed calls after one untimed call (which pays HF's `torch.compile` or our graph capture: its
-seconds are reported as `first_s`). Variants:
+seconds are reported as `first_s`). Our variants run a copy of the model whose decode attention
+is grouped by key/value head, as the generation worker's is on CUDA (`--attention sdpa`: HF's, as
+the hf_* variants always are). Variants:
 
   ours_graphs  rl.generation.static_decode.StaticDecoder, decode step replayed from a CUDA graph
   ours_static  the same loop without the graph
@@ -130,10 +132,15 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--out", default=None)
+    p.add_argument("--attention", default="grouped", choices=["grouped", "sdpa"],
+                   help="our variants' decode attention (rl.generation.decode_attention, or HF's sdpa)")
     p.add_argument("--profile", default=None, help="write the kernel table of one ours_static call here")
     args = p.parse_args()
 
+    import copy
+
     from rl.generation import generate, row_seeds
+    from rl.generation.decode_attention import use_grouped_decode_attention
     from rl.generation.static_decode import StaticDecoder
     from rl.models import build_model
 
@@ -148,11 +155,15 @@ def main() -> None:
     ours = dict(max_new_tokens=args.new, temperature=1.0, eos_token_id=-1, pad_token_id=0, **images)
     hf = dict(attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=args.new,
               eos_token_id=None, pad_token_id=0, **hf_image_kwargs(model, prompt, images))
-    graphs, static = StaticDecoder(model, use_graphs=True), StaticDecoder(model, use_graphs=False)
+    our_model = model
+    if args.attention == "grouped":
+        our_model = copy.deepcopy(model)
+        use_grouped_decode_attention(our_model)
+    graphs, static = StaticDecoder(our_model, use_graphs=True), StaticDecoder(our_model, use_graphs=False)
     runs = {
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
         "ours_static": lambda: static.generate(prompt, seeds=seeds, **ours),
-        "ours_eager": lambda: generate(model, prompt, seeds=seeds, **ours),
+        "ours_eager": lambda: generate(our_model, prompt, seeds=seeds, **ours),
         "hf_static": lambda: model.generate(prompt, cache_implementation="static", **hf),
         "hf_dynamic": lambda: model.generate(prompt, **hf),
     }
@@ -167,7 +178,9 @@ def main() -> None:
                 print(json.dumps(results[name]), flush=True)
                 continue
         results[name] = dict(variant=name, model=args.model, layers=args.layers, params=params, batch=args.batch,
-                             prompt=args.prompt, new=args.new, first_s=round(first, 3), seconds=round(median, 4),
+                             prompt=args.prompt, new=args.new,
+                             attention=args.attention if name.startswith("ours") else "sdpa",
+                             first_s=round(first, 3), seconds=round(median, 4),
                              tokens_per_sec=round(args.batch * args.new / median, 1),
                              device=torch.cuda.get_device_name(), torch=torch.__version__,
                              date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))

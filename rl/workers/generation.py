@@ -9,7 +9,9 @@ buckets by broadcast over a refit channel of its own (`rl.refit_channel`: NCCL b
 on the CPU); otherwise, on the CPU, the state dict comes through the object store. `decode`
 (`rl.generation.decode_mode`) picks the loop: "graphs"/"static" sample from a
 static cache (`rl.generation.static_decode`; a refit copies into the same parameter tensors, so
-captured graphs stay valid), "eager" from the model's own cache.
+captured graphs stay valid), "eager" from the model's own cache. On CUDA the decode step's attention
+is grouped by key/value head (`rl.generation.decode_attention`: no repeated K/V copies); the CPU
+keeps sdpa's, so CPU runs and their thresholds stay as they were.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 
 from rl import refit
 from rl.generation import generate
+from rl.generation.decode_attention import use_grouped_decode_attention
 from rl.generation.static_decode import StaticDecoder
 from rl.models import build_model
 from rl.ports import free_port
@@ -56,6 +59,8 @@ class GenerationWorker(WorkerBase):
             self.model.load_state_dict(weights)
         self.model.to(device=self.device, dtype=self.dtype)
         self.model.eval()
+        if self.device == "cuda":
+            use_grouped_decode_attention(self.model)
         if self.decode != "eager":
             self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs")
         self.version = 0

@@ -1,0 +1,59 @@
+"""Grouped-query attention for the decode step: each key/value head attends once for its whole query group.
+
+Why: with a mask (always, with a static cache) Hugging Face's sdpa attention copies every key/value
+head once per query head of its group (`repeat_kv`) before calling the kernel; under
+`torch.compile` it does so in the decode step too. On the decode step of a 1.2 B dense model at
+batch 256 those copies were 43% of the GPU's time (bench/results/profiles/
+generation_dense_1b_full_batch256_2026-12-02.txt). With one query token the copies are not needed:
+the G query heads of a group become G query rows of their key/value head, [B, Hkv, G, D], and one
+ordinary attention over the cache, unrepeated, gives each of them exactly what it got before, since
+the rows of one query never mix. Any other shape (the prompt's forward, training) is sdpa's, as
+given.
+
+`use_grouped_decode_attention(model)` switches a model's text attention to it (the mask is sdpa's);
+the generation worker does so on CUDA.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AttentionInterface, PreTrainedModel
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+__all__ = ["GROUPED_DECODE", "grouped_decode_attention", "use_grouped_decode_attention"]
+
+GROUPED_DECODE = "rl_grouped_decode"
+
+
+def grouped_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                             attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                             **kwargs) -> tuple[torch.Tensor, None]:
+    """HF's attention-function contract: query [B, Hq, Lq, D], key/value [B, Hkv, Lk, D]; returns
+    ([B, Lq, Hq, D], None). Query head i belongs to key/value head i // G (HF's `repeat_kv` order)."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    batch, heads, q_length, dim = query.shape
+    if q_length != 1 or groups == 1 or kwargs.get("position_bias") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    grouped = query.reshape(batch, heads // groups, groups, dim)  # the group's query heads as query rows
+    if attention_mask is not None and attention_mask.shape[1] != 1:
+        raise ValueError(f"grouped decode attention takes a mask shared by the heads, got {tuple(attention_mask.shape)}")
+    out = torch.nn.functional.scaled_dot_product_attention(grouped, key, value, attn_mask=attention_mask,
+                                                           dropout_p=dropout, scale=scaling)
+    return out.reshape(batch, heads, 1, value.shape[-1]).transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(GROUPED_DECODE, grouped_decode_attention)
+AttentionMaskInterface.register(GROUPED_DECODE, sdpa_mask)
+
+
+def use_grouped_decode_attention(model: PreTrainedModel) -> bool:
+    """Switch the model's text attention from sdpa to `grouped_decode_attention`, in place; returns
+    whether it did (a model on another implementation, e.g. eager, keeps it). A vision tower keeps
+    its own."""
+    text = model.config.get_text_config()
+    if text._attn_implementation != "sdpa":
+        return False
+    text._attn_implementation_internal = GROUPED_DECODE
+    return True
