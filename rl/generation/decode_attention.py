@@ -38,7 +38,7 @@ def grouped_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: 
                                       **kwargs)
     grouped = query.reshape(batch, heads // groups, groups, dim)  # the group's query heads as query rows
     if attention_mask is not None and attention_mask.shape[1] != 1:
-        raise ValueError(f"grouped decode attention takes a mask shared by the heads, got {tuple(attention_mask.shape)}")
+        raise ValueError(f"grouped decode attention needs a mask shared by the heads: {tuple(attention_mask.shape)}")
     out = torch.nn.functional.scaled_dot_product_attention(grouped, key, value, attn_mask=attention_mask,
                                                            dropout_p=dropout, scale=scaling)
     return out.reshape(batch, heads, 1, value.shape[-1]).transpose(1, 2).contiguous(), None
