@@ -58,6 +58,8 @@ def refusals(cfg: RunConfig) -> list[str]:
                                  "GRPOConfig counterpart (use mean)"),
         (loss.is_correction, "algorithm.loss.is_correction: TRL corrects only vLLM's rollouts; set it false"),
         (loss.truncation is not None, "algorithm.loss.truncation: no GRPOConfig counterpart; set it null"),
+        (loss.prev_logprobs != "training", "algorithm.loss.prev_logprobs: TRL takes the pre-update log-probs from "
+                                           "its training forward (one generation a step); set training"),
         (alg.dynamic_sampling, "algorithm.dynamic_sampling: no GRPOConfig counterpart"),
         (alg.warm_start.steps > 0, "algorithm.warm_start.steps: the TRL peer runs no warm start; set 0"),
         (cfg.model.modality != "text", "model.modality: the TRL peer runs text models only"),

@@ -181,6 +181,13 @@ def _policy_refusals(cfg: RunConfig) -> list[str]:
     return []
 
 
+def _loss_refusals(cfg: RunConfig) -> list[str]:
+    from rl.algorithms.loss import prev_logprobs_refusal
+
+    refusal = prev_logprobs_refusal(cfg.algorithm.loss, algorithm=cfg.algorithm.name, pp=cfg.policy.parallel.pp)
+    return [refusal] if refusal else []
+
+
 def _generation_refusals(cfg: RunConfig) -> list[str]:
     gen = cfg.generation
     backend = GENERATION_BACKENDS[gen.backend]
@@ -269,7 +276,8 @@ def static_refusals(data: dict[str, Any]) -> list[str]:
     except ValueError as error:
         return [_one_line(error)]
     return [*_model_refusals(cfg, machine=False), *_teacher_refusals(cfg, machine=False), *_policy_refusals(cfg),
-            *_generation_refusals(cfg), *_data_refusals(cfg, machine=False), *_cluster_refusals(cfg)]
+            *_loss_refusals(cfg), *_generation_refusals(cfg), *_data_refusals(cfg, machine=False),
+            *_cluster_refusals(cfg)]
 
 
 def machine_refusals(data: dict[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ import torch
 
 from rl.algorithms.advantages import dynamic_sampling_keep, grpo_advantages
 from rl.algorithms.kl import k3
-from rl.algorithms.loss import needs_reference
+from rl.algorithms.loss import needs_reference, prev_from_training
 from rl.config import RunConfig
 from rl.generation import Generation, decode_responses, row_seeds
 from rl.generation.length_buckets import decode_in_groups
@@ -183,14 +183,17 @@ class GRPODriver:
             with timer.time("data_plane"):
                 handle = self.store.put_rollout(step=step, uids=ro.uids, columns=ro.columns,
                                                 lengths=ro.lengths.tolist())
-            with timer.time("old_logprobs"):
-                handle = self.store.logprobs(handle, self.policy, reference=False)
+            from_training = prev_from_training(self.loss_cfg)  # else a pass of its own, before training
+            if not from_training:
+                with timer.time("old_logprobs"):
+                    handle = self.store.logprobs(handle, self.policy, reference=False)
             reference = needs_reference(self.loss_cfg)
             if reference:
                 with timer.time("ref_logprobs"):
                     handle = self.store.logprobs(handle, self.policy, reference=True)
             with timer.time("data_plane"):
-                lp = self.store.read(handle, ("prev_logprobs", *(("ref_logprobs",) if reference else ()),
+                lp = self.store.read(handle, (*(() if from_training else ("prev_logprobs",)),
+                                              *(("ref_logprobs",) if reference else ()),
                                               "gen_logprobs", "response_mask"))
             token_mask = lp["response_mask"].to(torch.float32) * sample_mask[:, None]
             num_tokens = int(token_mask.sum().item())
@@ -199,6 +202,8 @@ class GRPODriver:
                                          sample_mask=sample_mask, num_tokens=num_tokens,
                                          loss_cfg=self.loss_cfg, step=step)
             with timer.time("data_plane"):
+                if from_training:  # the ranks answered them from their training forwards
+                    lp.update(self.store.read(handle, ("prev_logprobs",)))
                 self.store.finish(handle)
             with timer.time("refit"):
                 self._refit(step)

@@ -29,9 +29,16 @@ import torch
 from rl.algorithms.kl import gen_kl_error, k3, masked_mean, token_mult_prob_error
 from rl.data.errors import DataIntegrityError
 
-__all__ = ["LossConfig", "TRUNCATIONS", "clipped_pg_loss", "importance_weights", "needs_reference"]
+__all__ = ["LossConfig", "PREV_LOGPROBS", "TRUNCATIONS", "clipped_pg_loss", "importance_weights", "needs_reference",
+           "prev_from_training", "prev_logprobs_refusal"]
 
 TRUNCATIONS = (None, "tis", "icepop")
+# Where `prev` comes from: "pass", a no-grad forward over the step's rows before training (the
+# reference's way); "training", the training forward's own log-probs, detached. A GRPO step is one
+# optimizer step over its rows, so the weights the training forward runs with are the ones the
+# pass would have seen: the same policy, one forward fewer (r = 1 exactly, where the pass gives
+# r = 1 up to the two forwards' rounding).
+PREV_LOGPROBS = ("pass", "training")
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -46,8 +53,12 @@ class LossConfig:
     tis_cap: float = 2.0
     icepop_low: float = 0.5
     icepop_high: float = 2.0
+    prev_logprobs: str = "pass"
 
     def __post_init__(self) -> None:
+        if self.prev_logprobs not in PREV_LOGPROBS:
+            raise ValueError(f"algorithm.loss.prev_logprobs must be one of {list(PREV_LOGPROBS)}, "
+                             f"got {self.prev_logprobs!r}")
         if not 0.0 <= self.clip_low < 1.0:
             raise ValueError(f"algorithm.loss.clip_low must be in [0, 1), got {self.clip_low}")
         if self.clip_high < 0.0:
@@ -122,6 +133,23 @@ def needs_reference(loss_cfg: LossConfig) -> bool:
     With `kl_beta: 0` the reference pass is skipped (a full forward over every row, ~8% of an
     end-to-end step on one H200), and with it the `train/ref_kl` monitor."""
     return loss_cfg.kl_beta != 0.0
+
+
+def prev_from_training(loss_cfg: LossConfig) -> bool:
+    """Whether the step's `prev_logprobs` are the training forward's (no separate pass)."""
+    return loss_cfg.prev_logprobs == "training"
+
+
+def prev_logprobs_refusal(loss_cfg: LossConfig, *, algorithm: str, pp: int) -> str | None:
+    """Why `prev_logprobs: training` cannot run this way, or None."""
+    if not prev_from_training(loss_cfg):
+        return None
+    if algorithm != "grpo":
+        return f"algorithm.loss.prev_logprobs: training is grpo's; {algorithm} has no clipped loss to take them from"
+    if pp > 1:
+        return ("algorithm.loss.prev_logprobs: training needs policy.parallel.pp 1 (in a pipeline only the last "
+                "stage sees the log-probs); use pass")
+    return None
 
 
 def clipped_pg_loss(

@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from rl.algorithms.loss import LossConfig
 from rl.backends import register
-from rl.backends.train_step import Forward, backward_micro_batch, forwards, schedule_lr, train_fields
+from rl.backends.train_step import Forward, PrevLogprobs, backward_micro_batch, forwards, schedule_lr, train_fields
 from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
 from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
@@ -154,22 +154,25 @@ class TorchBackend:
     def train_step(self, batch: dict[str, torch.Tensor], *, num_tokens: int,
                    loss_cfg: LossConfig, step: int) -> dict[str, float]:
         """One optimizer step over this rank's rows at the lr of training step `step`; metrics are
-        this rank's share (summable), and `lr`."""
+        this rank's share (summable), and `lr`; with `algorithm.loss.prev_logprobs: training` also
+        the rows' `prev_logprobs` tensor."""
         fields = train_fields(loss_cfg)
         missing = [f for f in fields if f not in batch]
         if missing:
             raise DataIntegrityError(f"train batch lacks {missing}")
         self.optimizer.zero_grad(set_to_none=False)
-        totals: dict[str, float] = {}
+        totals: dict[str, Any] = {}
         rows = batch["input_ids"].shape[0]
+        prev = PrevLogprobs(loss_cfg, batch["input_ids"].shape)
         if rows:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
             columns = {k: batch[k] for k in fields + images}
             for mb, held, packing in self._forwards(columns, self.micro_batch_size):
                 curr = _token_logprobs(self.model, mb, packing, images)
-                backward_micro_batch(mb, len(held), curr, loss_cfg=loss_cfg, num_tokens=num_tokens, totals=totals)
+                backward_micro_batch(prev.fill(mb, held, curr), len(held), curr, loss_cfg=loss_cfg,
+                                     num_tokens=num_tokens, totals=totals)
         totals["grad_norm"], totals["lr"] = self._reduce_and_step(step)
-        return totals
+        return {**totals, **prev.columns()}
 
     def distill_step(self, batch: dict[str, torch.Tensor], *, teacher: Any, projection: Any, cfg: Any,
                      step: int, fold_sample_mask: bool = True) -> dict[str, float]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from rl.algorithms.loss import LossConfig, clipped_pg_loss, needs_reference
+from rl.algorithms.loss import LossConfig, clipped_pg_loss, needs_reference, prev_from_training
 from rl.config import OptimizerConfig, SequencePackingConfig
 from rl.lr_schedule import lr_at
 from rl.models.packing import Packing, packed_groups, row_lengths
 
-__all__ = ["TRAIN_FIELDS", "Forward", "add_metrics", "backward_micro_batch", "forwards", "micro_batch_loss",
-           "micro_batches", "packed_micro_batches", "schedule_lr", "train_fields"]
+__all__ = ["TRAIN_FIELDS", "Forward", "PrevLogprobs", "add_metrics", "backward_micro_batch", "forwards",
+           "micro_batch_loss", "micro_batches", "packed_micro_batches", "schedule_lr", "train_fields"]
 
 # Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
 TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", "prev_logprobs",
@@ -25,8 +25,41 @@ TRAIN_FIELDS = ("input_ids", "attention_mask", "response_mask", "gen_logprobs", 
 
 
 def train_fields(loss_cfg: LossConfig) -> tuple[str, ...]:
-    """TRAIN_FIELDS as a step with this loss reads them (no `ref_logprobs` without a KL term)."""
-    return TRAIN_FIELDS if needs_reference(loss_cfg) else tuple(f for f in TRAIN_FIELDS if f != "ref_logprobs")
+    """TRAIN_FIELDS as a step with this loss reads them: no `ref_logprobs` without a KL term, no
+    `prev_logprobs` when the training forward makes them."""
+    skip = {"ref_logprobs"} if not needs_reference(loss_cfg) else set()
+    if prev_from_training(loss_cfg):
+        skip.add("prev_logprobs")
+    return tuple(f for f in TRAIN_FIELDS if f not in skip)
+
+
+class PrevLogprobs:
+    """A train step's `prev_logprobs` from its own forwards (`algorithm.loss.prev_logprobs:
+    training`): each micro-batch's detached log-probs stand in for the pass's and are kept for the
+    driver (its digest and monitors). Without that setting it does nothing."""
+
+    def __init__(self, loss_cfg: LossConfig, shape: torch.Size) -> None:
+        self.active = prev_from_training(loss_cfg)
+        self.shape = shape
+        self._parts: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def fill(self, mb: dict[str, torch.Tensor], rows: torch.Tensor, curr: torch.Tensor) -> dict[str, torch.Tensor]:
+        """`mb` with `prev_logprobs` = `curr` detached (active), else `mb` as given; keeps the
+        micro-batch's real rows (its first len(rows))."""
+        if not self.active:
+            return mb
+        prev = curr.detach()
+        self._parts.append((rows, prev[:len(rows)]))
+        return {**mb, "prev_logprobs": prev}
+
+    def columns(self) -> dict[str, torch.Tensor]:
+        """{"prev_logprobs": [rows, T] float32 on the CPU, rows in the batch's order}, or {}."""
+        if not self.active:
+            return {}
+        out = torch.zeros(self.shape, dtype=torch.float32)
+        for rows, prev in self._parts:  # one host copy at the end, not one a micro-batch
+            out[rows] = prev.float().cpu()
+        return {"prev_logprobs": out}
 
 
 def micro_batches(columns: dict[str, torch.Tensor], size: int) -> list[tuple[dict[str, torch.Tensor], int]]:

@@ -50,6 +50,8 @@ class RankRows(abc.ABC):
     """A policy rank's side of a data plane: what it does with the `handle` a call brings (the
     driver's handle, or this rank's shard of it)."""
 
+    returns_columns = False  # whether `answer` is the columns themselves (else they are stored)
+
     @abc.abstractmethod
     def fields(self, handle: Any) -> tuple[str, ...]:
         """The names of the columns the rows carry."""
@@ -66,6 +68,8 @@ class RankRows(abc.ABC):
 class CallRows(RankRows):
     """Legacy: the handle is a `BatchedDataDict` that came with the call; the answer is the
     computed columns themselves."""
+
+    returns_columns = True
 
     def fields(self, batch: BatchedDataDict) -> tuple[str, ...]:
         return tuple(batch)
@@ -184,7 +188,10 @@ class LegacyPlane(DataPlane):
               sample_mask: torch.Tensor, num_tokens: int, loss_cfg: Any, step: int) -> dict[str, Any]:
         batch["advantages"] = advantages
         batch["sample_mask"] = sample_mask
-        return policy.train(batch, num_tokens=num_tokens, loss_cfg=loss_cfg, step=step)
+        out = policy.train(batch, num_tokens=num_tokens, loss_cfg=loss_cfg, step=step)
+        if "prev_logprobs" in out:  # the training forward's (algorithm.loss.prev_logprobs: training)
+            batch["prev_logprobs"] = out.pop("prev_logprobs")
+        return out
 
     def distill(self, batch: BatchedDataDict, policy: Any, *, sample_mask: torch.Tensor, cfg: Any,
                 step: int) -> dict[str, Any]:

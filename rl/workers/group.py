@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import torch
+
 from rl.algorithms.loss import LossConfig
 from rl.cluster import Cluster, WorkerHandle
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
@@ -135,10 +137,15 @@ class PolicyGroup:
 
     @dp_dispatch
     def train(self, batch: BatchedDataDict, *, num_tokens: int, loss_cfg: LossConfig, step: int) -> dict[str, Any]:
-        """One optimizer step (training step `step`) over the batch; summed metrics plus FLOPs fields."""
+        """One optimizer step (training step `step`) over the batch; summed metrics plus FLOPs fields
+        (and the training forward's `prev_logprobs`, rows in order, when the loss takes them)."""
         shards = batch.shard_by_batch_size(self.dp_size)
         raw = self._run_on_ranks("train", shards, num_tokens=num_tokens, loss_cfg=loss_cfg, step=step)
-        return {**sum_rank_metrics(raw), **self.step_flops(batch["attention_mask"].sum(dim=1).tolist())}
+        prev = [r.pop("prev_logprobs") for r in raw if "prev_logprobs" in r]  # replica order: the batch's
+        if prev and len(prev) != len(raw):
+            raise DataIntegrityError(f"train: {len(prev)} of {len(raw)} replicas answered prev_logprobs")
+        out = {**sum_rank_metrics(raw), **self.step_flops(batch["attention_mask"].sum(dim=1).tolist())}
+        return {**out, "prev_logprobs": torch.cat(prev)} if prev else out
 
     @dp_dispatch
     def distill(self, batch: BatchedDataDict, *, cfg: Any, step: int) -> dict[str, Any]:

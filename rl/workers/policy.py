@@ -114,11 +114,17 @@ class PolicyWorker(WorkerBase):
     def train(self, data: BatchedDataDict | KVBatchMeta, *, num_tokens: int,
               loss_cfg: LossConfig, step: int) -> dict[str, float]:
         """One optimizer step, training step `step` of the run (its lr); metrics are this rank's
-        share of the global means."""
+        share of the global means. With `algorithm.loss.prev_logprobs: training` the rows'
+        `prev_logprobs` are answered as `get_logprobs` answers them."""
         self._train_calls += 1
         self._plant_faults(self._train_calls)
         cols = self._read(data, train_fields(loss_cfg) + self._image_fields(data))
         out = self.backend.train_step(cols, num_tokens=num_tokens, loss_cfg=loss_cfg, step=step)
+        prev = out.pop("prev_logprobs", None)  # `algorithm.loss.prev_logprobs: training`: the rows' column
+        if prev is not None and self.backend.reports_metrics:
+            answer = self._answer(data, {"prev_logprobs": prev})  # TQ: written to the store
+            if self._rows.returns_columns:
+                out["prev_logprobs"] = answer["prev_logprobs"]  # legacy: back with the metrics
         out["rows"] = int(cols["input_ids"].shape[0])
         if self.device == "cuda":
             out["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30

@@ -43,6 +43,8 @@ def test_each_engine_writes_the_same_per_step_fields(runs: dict[str, Path], engi
     assert status["state"] == "completed" and status["last_step"] == 3
     assert not (runs[engine] / "checkpoints").exists()  # checkpoint.at_end: false, a throughput run
     assert "## Step phases" in (runs[engine] / "report.md").read_text()
+    # algorithm.loss.prev_logprobs: training (TRL's way too): no log-prob pass before training
+    assert all(r["timing/train/old_logprobs"] == 0.0 for r in rows)
 
 
 def test_the_ratio_bench_reads_both_runs(runs: dict[str, Path]) -> None:

@@ -107,6 +107,7 @@ READERS: dict[str, tuple[str, str]] = {
     "algorithm.loss.tis_cap": ("rl/algorithms/loss.py", "cfg.tis_cap"),
     "algorithm.loss.icepop_low": ("rl/algorithms/loss.py", "cfg.icepop_low"),
     "algorithm.loss.icepop_high": ("rl/algorithms/loss.py", "cfg.icepop_high"),
+    "algorithm.loss.prev_logprobs": ("rl/algorithms/loss.py", "loss_cfg.prev_logprobs"),
     "algorithm.warm_start.steps": ("rl/warm_start.py", "cfg.steps"),
     "algorithm.warm_start.lr": ("rl/warm_start.py", "lr=cfg.lr"),
     "algorithm.warm_start.batch_size": ("rl/warm_start.py", "cfg.batch_size"),

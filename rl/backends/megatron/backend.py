@@ -52,7 +52,7 @@ from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker  # 
 
 shims.portable_tensor_pickles()
 
-from rl.algorithms.loss import LossConfig  # noqa: E402
+from rl.algorithms.loss import LossConfig, prev_logprobs_refusal  # noqa: E402
 from rl.backends.megatron import compile as mcomp  # noqa: E402
 from rl.backends.megatron import config as mcfg  # noqa: E402
 from rl.backends.megatron import context as mctx  # noqa: E402
@@ -64,6 +64,7 @@ from rl.backends.megatron import pipeline as mpipe  # noqa: E402
 from rl.backends.megatron import vision as mvis  # noqa: E402
 from rl.backends.train_step import (  # noqa: E402
     Forward,
+    PrevLogprobs,
     add_metrics,
     backward_micro_batch,
     forwards,
@@ -434,7 +435,8 @@ class MegatronBackend:
     def train_step(self, batch: dict[str, torch.Tensor], *, num_tokens: int,
                    loss_cfg: LossConfig, step: int) -> dict[str, float]:
         """One optimizer step over this rank's rows at the lr of training step `step`; metrics are
-        this DP replica's share (summable), and `lr`."""
+        this DP replica's share (summable), and `lr`; with `algorithm.loss.prev_logprobs: training`
+        also the rows' `prev_logprobs` tensor."""
         fields = train_fields(loss_cfg)
         missing = [f for f in fields if f not in batch]
         if missing:
@@ -442,7 +444,11 @@ class MegatronBackend:
         self.model.train()
         self.ddp.zero_grad_buffer()
         self.optimizer.zero_grad()
-        totals: dict[str, float] = {}
+        totals: dict[str, Any] = {}
+        prev = PrevLogprobs(loss_cfg, batch["input_ids"].shape)
+        refusal = prev_logprobs_refusal(loss_cfg, algorithm="grpo", pp=self.parallel.pp)
+        if refusal:
+            raise ValueError(refusal)
         if batch["input_ids"].shape[0]:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
             # Cut on the host (index arithmetic on a device tensor waits for the GPU), then send
@@ -458,8 +464,8 @@ class MegatronBackend:
                     with grad_sync.micro_batch(self.ddp, last=i == len(cut) - 1):
                         inputs, to_logprobs, _, _ = self._prepare(mb, images, packing)
                         curr = to_logprobs(self.ddp(**inputs, **self._logits_kwargs))
-                        backward_micro_batch(mb, len(rows), curr, loss_cfg=loss_cfg, num_tokens=num_tokens,
-                                             totals=totals)
+                        backward_micro_batch(prev.fill(mb, rows, curr), len(rows), curr, loss_cfg=loss_cfg,
+                                             num_tokens=num_tokens, totals=totals)
         grad_sync.start_remaining(self.ddp)
         finalize_model_grads([self.ddp])
         # megatron-core's own scheduler is not used: the lr is set on the param groups, which a
@@ -468,7 +474,7 @@ class MegatronBackend:
         _, grad_norm, _ = self.optimizer.step()
         clear_aux_losses_tracker()
         totals["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
-        return totals
+        return {**totals, **prev.columns()}
 
     def _pipeline_train(self, cut: list[Forward], images: tuple[str, ...], *, num_tokens: int, loss_cfg: LossConfig,
                         totals: dict[str, float]) -> None:
