@@ -251,11 +251,14 @@ def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool,
         verdicts.append(Verdict(name="parity", kind="parity", ok=False,
                                 message=f"parity needs 2 finished variants, have {len(judged)} of {len(names)}"))
     states = [j.status.get("state") if j.status else None for j in judged]
+    steps = {name: {key: (j.status or {}).get(key) for key in ("last_step", "num_steps")}
+             for name, j in zip(names, judged)}
     status = {"state": "completed" if states and all(s == "completed" for s in states) else "failed",
-              "variants": dict(zip(names, states)), "wall_s": sum((j.status or {}).get("wall_s") or 0 for j in judged)}
+              "variants": dict(zip(names, states)), "wall_s": sum((j.status or {}).get("wall_s") or 0 for j in judged),
+              "variant_steps": {name: steps.get(name) for name in names}}  # report.md's `legacy 20/20, tq 20/20`
     write_status(run_dir / "status.json", status)
     top = Judgement(verdicts=verdicts, metrics=judged[0].metrics, recipe=redact_recipe(recipe), status=status,
-                    thresholds=judged[0].thresholds)
+                    thresholds=judged[0].thresholds, variants={name: j.metrics for name, j in zip(names, judged)})
     assert last is not None
     return top, last
 
