@@ -6,7 +6,7 @@
     harness plan RECIPE [a.b=c ...] [--scale tiny] [--out FILE]
     harness validate [PATHS ...] [--self-test]
     harness check RUN_DIR [--thresholds FILE] [--hardware CLASS] [--steps N] [--self-test] [--no-report]
-    harness compare RUN_A RUN_B [--tolerance X]
+    harness compare RUN_A RUN_B [--tolerance X] [--out DIR]
     harness calibrate RECIPE [a.b=c ...] [--scale tiny] [--seeds 42,7,123 | --runs DIR ...] [--hardware H]
                       [--out FILE] [--diff] [-n N]
     harness matrix SUITE [--hardware H] [--tag T] [--shard I/N] [--format text|json|github]
@@ -124,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_a")
     compare.add_argument("run_b")
     compare.add_argument("--tolerance", type=float, default=0.0, help="relative tolerance (default 0: exact)")
+    compare.add_argument("--out", help="also write the verdicts to OUT/result.json and OUT/junit.xml")
     _calibrate_parser(sub)
     _suite_parsers(sub)
 

@@ -29,6 +29,7 @@ class Judgement:
     hardware: str | None = None
     invariant_records: list[dict] | None = None  # None: invariants not judged, or unreadable
     required_invariants: tuple[str, ...] = ()
+    variants: dict[str, Metrics] = field(default_factory=dict)  # a parity run's: variant name -> its metrics
 
     @property
     def ok(self) -> bool:

@@ -51,6 +51,7 @@ def write_report(run_dir: Path, judgement: Judgement, *, name: str, plan: dict |
     return write_report_md(
         run_dir, recipe=redact_recipe(judgement.recipe or {"name": name}), plan=plan, status=judgement.status or {},
         verdicts=judgement.verdicts, metrics=judgement.metrics, thresholds=plot_specs(judgement.thresholds),
+        variants=judgement.variants or None,
         self_test=None if self_tests is None else {t.name: f"{t.status}: {t.summary()}" for t in self_tests})
 
 

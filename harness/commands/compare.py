@@ -1,4 +1,7 @@
-"""`harness compare RUN_A RUN_B`: per-step parity of two existing run dirs, both complete.
+"""`harness compare RUN_A RUN_B [--out DIR]`: per-step parity of two existing run dirs, both complete.
+
+`--out DIR` also writes the comparison's verdicts, whole, as DIR/result.json and DIR/junit.xml
+(a CI gate's artifact); never into either run dir, whose own verdict files they would replace.
 
 It read only metrics, so two runs whose status.json says failed, with the steps they got to
 equal, passed: a parity gate went green on two crashed runs. Each run is now judged complete
@@ -18,7 +21,8 @@ from harness.checks.parity import compare_metrics
 from harness.checks.run_files import StatusError, read_run_recipe, read_status, read_yaml
 from harness.checks.verdict import Verdict
 from harness.console import format_verdicts
-from harness.errors import UsageError
+from harness.dir_path import dir_problem
+from harness.errors import UsageError, shown
 from harness.metrics import Metrics, read_metrics
 
 MAX_LISTED = 8
@@ -70,9 +74,36 @@ def main(args: argparse.Namespace) -> int:
     for run in runs:
         if not run.exists():
             raise UsageError(f"{run}: no such run dir")
+    out = getattr(args, "out", None)
+    check_out(out, runs)
     print(describe_recipes(runs))
     a, b = (read_metrics(run) for run in runs)
     verdicts = [completion(run, metrics) for run, metrics in zip(runs, (a, b))]
     verdicts += compare_metrics(a, b, names=(runs[0].name, runs[1].name), tolerance=args.tolerance)
     print(format_verdicts(verdicts), end="")
+    if out:
+        write_files(Path(out), verdicts, runs)
     return 0 if all(v.ok for v in verdicts) else 1
+
+
+def check_out(out: str | None, runs: list[Path]) -> None:
+    """--out must be a folder this user can write and neither run dir (exit 2 before comparing)."""
+    if out is None:
+        return
+    problem = dir_problem(out)
+    if problem is not None:
+        raise UsageError(f"--out {problem}")
+    if any(Path(out).resolve() == run.resolve() for run in runs):
+        raise UsageError(f"--out {shown(out)} is one of the compared run dirs: its own result.json and junit.xml "
+                         "would be replaced (choose another folder)")
+
+
+def write_files(out: Path, verdicts: list[Verdict], runs: list[Path]) -> None:
+    from harness.report.junit import write_junit  # noqa: PLC0415 - only with --out
+    from harness.report.result_json import write_result_json  # noqa: PLC0415
+
+    out.mkdir(parents=True, exist_ok=True)
+    name = f"compare:{runs[0].name}:{runs[1].name}"
+    write_result_json(out, recipe_name=name, verdicts=verdicts, status={"runs": [str(run) for run in runs]})
+    write_junit(out / "junit.xml", suite=name, verdicts=verdicts)
+    print(f"wrote {out / 'result.json'}, junit.xml")

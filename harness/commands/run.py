@@ -101,14 +101,26 @@ def resume_dir(out: str | None, recipe: Mapping) -> Path:
     return path
 
 
-def has_checkpoint(run_dir: Path, recipe: Mapping) -> bool:
-    """Whether the engine's checkpoint folder (checkpoint.directory, else RUN_DIR/checkpoints) holds a
-    `step_N` (rl/checkpoint.py's layout: the run-dir contract)."""
-    folder = Path((recipe.get("checkpoint") or {}).get("directory") or run_dir / "checkpoints")
+def newest_checkpoint(run_dir: Path, recipe: Mapping) -> int | None:
+    """The step of the newest `step_N` in the engine's checkpoint folder (checkpoint.dir, else
+    RUN_DIR/checkpoints: rl/checkpoint.py's layout, the run-dir contract); None when it holds none."""
+    folder = Path((recipe.get("checkpoint") or {}).get("dir") or run_dir / "checkpoints")
     try:
-        return any(p.name.startswith("step_") and p.name[5:].isdigit() and p.is_dir() for p in folder.iterdir())
+        steps = [int(p.name[5:]) for p in folder.iterdir()
+                 if p.name.startswith("step_") and p.name[5:].isdigit() and p.is_dir()]
     except OSError:
-        return False
+        return None
+    return max(steps, default=None)
+
+
+def checkpoint_policy(recipe: Mapping) -> str:
+    """When this recipe saves a checkpoint, in words: why a resume found none."""
+    ckpt = recipe.get("checkpoint") or {}
+    every, at_end = int(ckpt.get("every_steps") or 0), ckpt.get("at_end", True)
+    if every:
+        return ("it saves one after every step" if every == 1 else
+                f"it saves one every {every} steps" + (" and after its last" if at_end else ""))
+    return "it saves one only after its last step" if at_end else "it saves none (checkpoint.at_end: false)"
 
 
 def resume_command(run_dir: Path) -> str:
@@ -239,11 +251,14 @@ def run_parity(recipe: Mapping, run_dir: Path, plan: dict, *, progress: bool,
         verdicts.append(Verdict(name="parity", kind="parity", ok=False,
                                 message=f"parity needs 2 finished variants, have {len(judged)} of {len(names)}"))
     states = [j.status.get("state") if j.status else None for j in judged]
+    steps = {name: {key: (j.status or {}).get(key) for key in ("last_step", "num_steps")}
+             for name, j in zip(names, judged)}
     status = {"state": "completed" if states and all(s == "completed" for s in states) else "failed",
-              "variants": dict(zip(names, states)), "wall_s": sum((j.status or {}).get("wall_s") or 0 for j in judged)}
+              "variants": dict(zip(names, states)), "wall_s": sum((j.status or {}).get("wall_s") or 0 for j in judged),
+              "variant_steps": {name: steps.get(name) for name in names}}  # report.md's `legacy 20/20, tq 20/20`
     write_status(run_dir / "status.json", status)
     top = Judgement(verdicts=verdicts, metrics=judged[0].metrics, recipe=redact_recipe(recipe), status=status,
-                    thresholds=judged[0].thresholds)
+                    thresholds=judged[0].thresholds, variants={name: j.metrics for name, j in zip(names, judged)})
     assert last is not None
     return top, last
 
@@ -271,10 +286,9 @@ def main(args: argparse.Namespace) -> int:
                        refused_here=refused_here, ray_address=ray_address)
     run_dir = (resume_dir(args.out, recipe) if resume
                else make_run_dir(args.out, recipe["name"], recipe.get("run_dir")))
-    if resume and not has_checkpoint(run_dir, recipe):
-        print(f"warning: --resume: {run_dir} holds no checkpoint (checkpoint.every_steps: "
-              f"{(recipe.get('checkpoint') or {}).get('every_steps')}): the engine starts again at step 1",
-              file=sys.stderr)
+    if resume and newest_checkpoint(run_dir, recipe) is None:
+        print(f"warning: --resume: {run_dir} holds no checkpoint ({checkpoint_policy(recipe)}, "
+              "checkpoint.every_steps): the engine starts again at step 1", file=sys.stderr)
     with hold(run_dir) as lock_fd:  # refused while a live run holds it (harness/run_lock.py)
         if resume:
             settle_orphan(run_dir)
@@ -350,8 +364,9 @@ def _run_locked(args: argparse.Namespace, recipe: Mapping, recipe_path: Path, pl
     if result.state == "interrupted":
         print("interrupted: the engine was stopped; what it wrote is kept", file=sys.stderr)
         if not recipe["checks"].get("parity") and recipe.get("engine", "rl") == "rl":
-            every = (recipe.get("checkpoint") or {}).get("every_steps") or 0
-            note = "" if every else " (checkpoint.every_steps is 0: no checkpoint written, so from step 1)"
+            step = newest_checkpoint(run_dir, recipe)
+            note = (f" (from its checkpoint at step {step})" if step is not None else
+                    f" (no checkpoint yet: {checkpoint_policy(recipe)}; it would start again at step 1)")
             print(f"resume it: {resume_command(run_dir)}{note}", file=sys.stderr)
         return EXIT_INTERRUPTED
     return 0 if judgement.ok else 1

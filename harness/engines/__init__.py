@@ -18,8 +18,10 @@ from harness.report.atomic import write_json_atomic, write_text_atomic
 
 
 def engine_command(recipe: Mapping, run_dir: Path) -> list[str]:
-    """The command line that runs the recipe; `{recipe}` and `{run_dir}` are filled in for commands."""
+    """The command line that runs the recipe; `{recipe}` and `{run_dir}` are filled in for commands.
+    The run dir is made absolute: the engine runs in the repository root, not where harness was started."""
     engine = recipe.get("engine", "rl")
+    run_dir = Path(run_dir).absolute()
     recipe_file = run_dir / "recipe.yaml"
     if engine == "rl":
         return [sys.executable, "-m", "rl.run", str(recipe_file), "--out", str(run_dir)]

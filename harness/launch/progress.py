@@ -1,4 +1,5 @@
-"""The progress line shown while the engine runs: step N/total, latest reward, elapsed, ETA.
+"""The progress line shown while the engine runs: step N/total, the latest reward (a distillation
+run's KL loss), elapsed, ETA.
 
 On a terminal it is one line rewritten in place; in a log (CI) it is a plain line at most every
 `interval_s` seconds, so a 10-hour run does not produce a million lines. No dependency.
@@ -20,20 +21,22 @@ def format_duration(seconds: float) -> str:
 
 
 def format_progress(
-    *, step: int, total: int, reward: float | None, elapsed_s: float, eta_s: float | None, width: int = 20,
-    phase: str | None = None, phase_s: float | None = None, label: str | None = None,
+    *, step: int, total: int, metric: tuple[str, float] | None, elapsed_s: float, eta_s: float | None,
+    width: int = 20, phase: str | None = None, phase_s: float | None = None, label: str | None = None,
 ) -> str:
     """One progress line, e.g. `step 5/20 [#####---------------]  25% | reward 0.31 | elapsed 0:12 | ETA 0:36`;
     before the first step, the engine's start-up phase instead of the bar:
-    `starting: warm start (120 steps) 0:41 | elapsed 1:05 | ETA ?`. `label` leads the line
-    (`tq: step 5/20 ...`): which of a parity run's variants it is."""
-    line = _progress(step=step, total=total, reward=reward, elapsed_s=elapsed_s, eta_s=eta_s, width=width,
+    `starting: warm start (120 steps) 0:41 | elapsed 1:05 | ETA ?`. `metric`: (name, value) of the
+    run's headline metric (MetricsTail.headline: `reward 0.31`, a distillation's `kl_loss 0.42`),
+    left out until the engine logs one. `label` leads the line (`tq: step 5/20 ...`): which of a
+    parity run's variants it is."""
+    line = _progress(step=step, total=total, metric=metric, elapsed_s=elapsed_s, eta_s=eta_s, width=width,
                      phase=phase, phase_s=phase_s)
     return f"{label}: {line}" if label else line
 
 
-def _progress(*, step: int, total: int, reward: float | None, elapsed_s: float, eta_s: float | None, width: int,
-              phase: str | None, phase_s: float | None) -> str:
+def _progress(*, step: int, total: int, metric: tuple[str, float] | None, elapsed_s: float, eta_s: float | None,
+              width: int, phase: str | None, phase_s: float | None) -> str:
     frac = min(step / total, 1.0) if total > 0 else 0.0
     filled = int(round(frac * width))
     if step <= 0 and phase:
@@ -41,7 +44,7 @@ def _progress(*, step: int, total: int, reward: float | None, elapsed_s: float, 
         return " | ".join([f"starting: {phase}{took}", f"elapsed {format_duration(elapsed_s)}", "ETA ?"])
     parts = [
         f"step {step}/{total} [{'#' * filled}{'-' * (width - filled)}] {frac:4.0%}",
-        f"reward {reward:.4g}" if reward is not None else "reward -",
+        *([f"{metric[0]} {metric[1]:.4g}"] if metric is not None else []),
         f"elapsed {format_duration(elapsed_s)}",
         f"ETA {format_duration(eta_s)}" if eta_s is not None else "ETA ?",
     ]
@@ -86,11 +89,11 @@ class ProgressBar:
             return None
         return max(self.total_steps - step, 0) * (now - t0) / (step - s0)
 
-    def update(self, *, step: int, reward: float | None, phase: str | None = None,
+    def update(self, *, step: int, metric: tuple[str, float] | None, phase: str | None = None,
                phase_since: float | None = None) -> None:
         now = self._clock()
         line = format_progress(
-            step=step, total=self.total_steps, reward=reward, elapsed_s=now - self._start, eta_s=self.eta(step, now),
+            step=step, total=self.total_steps, metric=metric, elapsed_s=now - self._start, eta_s=self.eta(step, now),
             phase=phase, phase_s=None if phase_since is None else now - phase_since, label=self.label,
         )
         if self.is_tty:

@@ -122,7 +122,7 @@ def launch(
                 wait_group_empty(proc, 10.0)
             tail.poll(final=True)
             if bar is not None:
-                bar.update(step=tail.last_step, reward=tail.reward)
+                bar.update(step=tail.last_step, metric=tail.headline)
                 bar.close()
         _note(log, f"engine ended: {outcome}, exit code {proc.returncode}, last step {tail.last_step}/{total_steps}")
     error = error and f"{error} (at step {tail.last_step}/{total_steps})"
@@ -146,7 +146,7 @@ def _watch(
             tail.poll()
             if bar is not None:
                 phase = phases.poll() if tail.last_step == 0 else None
-                bar.update(step=tail.last_step, reward=tail.reward, phase=phase, phase_since=phases.since)
+                bar.update(step=tail.last_step, metric=tail.headline, phase=phase, phase_since=phases.since)
             if time.monotonic() >= deadline:
                 return "timeout"
     except HarnessTerminated:

@@ -11,6 +11,8 @@ import json
 import os
 from pathlib import Path
 
+HEADLINE = ("train/reward", "train/kl_loss", "train/loss")  # the first one a run logs is shown
+
 
 class MetricsTail:
     """Reads the records appended to `path` since the last call to `poll`."""
@@ -53,6 +55,16 @@ class MetricsTail:
         """The latest `train/reward`, if the engine reported one."""
         value = self.latest.get("train/reward")
         return value if isinstance(value, (int, float)) else None
+
+    @property
+    def headline(self) -> tuple[str, float] | None:
+        """(name, latest value) of what the progress line shows: GRPO's reward, else distillation's
+        KL loss (it has no reward; engine.log's step lines show the same), else the loss."""
+        for key in HEADLINE:
+            value = self.latest.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return key.removeprefix("train/"), float(value)
+        return None
 
     def _take(self, line: bytes, *, strict: bool) -> int:
         if not line.strip():

@@ -23,7 +23,7 @@ from harness.recipe.scales import SCALES
 from harness.recipe.tree import Tree, leaves
 
 _PATH_KEYS = (("checks", "thresholds"), ("model", "path"), ("model", "tokenizer"),
-              ("data", "train", "path"), ("data", "validation", "path"))
+              ("data", "train", "path"), ("data", "validation", "path"), ("checkpoint", "dir"))
 # Keys that may also name a shipped asset (no '/') or a Hugging Face id (`org/name`): a value is a
 # file path, made absolute, only when it starts with '/', '.' or '~', or names an existing file or
 # directory next to the recipe; anything else reaches the engine as written.

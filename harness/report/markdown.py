@@ -70,11 +70,29 @@ def header_rows(recipe: Mapping[str, Any], status: Mapping[str, Any], verdicts: 
         ["state", status.get("state", "unknown")],
         ["verdict", verdict_summary(verdicts)],
         ["wall time", format_seconds(status.get("wall_s"))],
-        ["steps", f"{status.get('last_step', '?')}/{status.get('num_steps', '?')}"],
+        ["steps", steps_cell(status)],
     ]
     if status.get("error"):
         rows.append(["error", status["error"]])
     return rows
+
+
+def steps_cell(status: Mapping[str, Any]) -> str:
+    """`20/20`; a parity run's top status.json has no steps of its own but each variant's
+    (`variant_steps`, harness/commands/run.py): `legacy 20/20, tq 20/20`."""
+    variants = status.get("variant_steps")
+    if isinstance(variants, Mapping) and variants:
+        return ", ".join(f"{name} {steps_cell(v)}" if isinstance(v, Mapping) else f"{name} not run"
+                         for name, v in variants.items())
+    return f"{status.get('last_step', '?')}/{status.get('num_steps', '?')}"
+
+
+def variant_label(recipe: Mapping[str, Any], name: str) -> str:
+    """A parity variant's legend entry, naming what it changes: `tq (data_plane.backend=tq)`."""
+    overrides = (((recipe.get("checks") or {}).get("parity") or {}).get("variants") or {}).get(name)
+    if not isinstance(overrides, Mapping) or not overrides:
+        return name
+    return f"{name} ({', '.join(f'{k}={v}' for k, v in overrides.items())})"
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "", depth: int = 2) -> list[tuple[str, Any]]:
@@ -117,16 +135,19 @@ def threshold_lines(specs: Sequence[PlotSpec], metric: str) -> list[tuple[float,
 
 def plot_section(
     run_dir: Path, *, recipe_name: str, verdicts: Sequence[Verdict], specs: Sequence[PlotSpec],
-    metrics: Mapping[str, Mapping[int, float]],
+    metrics: Mapping[str, Mapping[int, float]], variants: Mapping[str, Mapping[str, Mapping[int, float]]] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> list[str]:  # fmt: skip
-    """Draws plots/<metric>.png for every checked metric; returns the Markdown that embeds them."""
+    """Draws plots/<metric>.png for every checked metric; returns the Markdown that embeds them.
+    variants (a parity run's: name -> its metrics): one labelled curve each, named in the title."""
     lines: list[str] = []
     used: set[str] = set()
     if (run_dir / "plots").is_symlink():   # draw_metric would refuse each plot; say it once
         return [f"No plots: {run_dir / 'plots'} is a symlink, and nothing is written through one."]
     for metric in checked_metrics(verdicts, specs):
         series = metrics.get(metric) or {}
-        if not series:
+        curves = [((labels or {}).get(n, n), m.get(metric) or {}) for n, m in (variants or {}).items()]
+        if not series and not any(points for _, points in curves):
             lines.append(f"- `{metric}`: no data recorded, nothing to plot")
             continue
         filename = plot_filename(metric)
@@ -136,8 +157,9 @@ def plot_section(
         used.add(filename)
         lines_at = threshold_lines(specs, metric)
         try:
+            title = f"{recipe_name}: {metric}" + (f" ({' vs '.join(variants)})" if curves else "")
             draw_metric(run_dir / "plots" / filename, name=metric, series=series, thresholds=lines_at,
-                        title=f"{recipe_name}: {metric}")  # fmt: skip
+                        title=title, curves=curves)  # fmt: skip
         except Exception as exc:  # a broken plot must not cost the report
             lines.append(f"- `{metric}`: plot failed ({type(exc).__name__}: {exc})")
             continue
@@ -155,10 +177,13 @@ def write_report_md(
     metrics: Mapping[str, Mapping[int, float]],
     thresholds: Sequence[PlotSpec] = (),
     self_test: Mapping[str, str] | None = None,
+    variants: Mapping[str, Mapping[str, Mapping[int, float]]] | None = None,
 ) -> Path:
     """Writes run_dir/report.md and run_dir/plots/*.png; returns the report's path.
 
     self_test: check name -> its self-test result, shown as a column of the checks when given.
+    variants: a parity run's variants, name -> metrics: each a labelled curve in every plot
+    (`metrics` is then the first variant's, and the metrics table says so).
     """
     run_dir = Path(run_dir)
     name = str(recipe.get("name", "run"))
@@ -176,6 +201,9 @@ def write_report_md(
     if len(plan_rows) > MAX_PLAN_ROWS:
         out += [f"({len(plan_rows) - MAX_PLAN_ROWS} more entries in plan.json)", ""]
     out += ["## Final metrics", ""]
+    if variants:
+        out += [f"Of the first variant, {next(iter(variants))}; each variant's own report: "
+                + ", ".join(f"[{n}]({n}/report.md)" for n in variants) + ".", ""]
     rows, left_out = metric_rows(metrics, checked_metrics(verdicts, thresholds))
     out += (table(["metric", "last step", "final", "min", "max"], rows) if rows else ["No metrics recorded."]) + [""]
     if left_out:
@@ -186,5 +214,6 @@ def write_report_md(
                 "are more).", ""]
         out += table(["phase", "median s", "share of step"], phases) + [""]
     out += ["## Plots", ""]
-    out += plot_section(run_dir, recipe_name=name, verdicts=verdicts, specs=thresholds, metrics=metrics)
+    out += plot_section(run_dir, recipe_name=name, verdicts=verdicts, specs=thresholds, metrics=metrics,
+                        variants=variants, labels={n: variant_label(recipe, n) for n in variants or {}})
     return write_text_atomic(run_dir / "report.md", "\n".join(out).rstrip() + "\n")

@@ -40,28 +40,37 @@ def draw_metric(
     path: Path,
     *,
     name: str,
-    series: Mapping[int, float],
+    series: Mapping[int, float] | None = None,
     thresholds: Sequence[tuple[float, str]],
     title: str,
+    curves: Sequence[tuple[str, Mapping[int, float]]] = (),
 ) -> Path:
-    """Like `plot_metric`, with any number of (value, label) horizontal lines."""
-    fig = metric_figure(name=name, series=series, thresholds=thresholds, title=title)
+    """Like `plot_metric`, with any number of (value, label) horizontal lines; `curves` instead of
+    `series`: several labelled runs of the metric in one plot (a parity run's variants)."""
+    fig = metric_figure(name=name, series=series, thresholds=thresholds, title=title, curves=curves)
     return write_atomic(Path(path), lambda f: fig.savefig(f, format="png"), follow_parent=False)
 
 
-def metric_figure(*, name: str, series: Mapping[int, float], thresholds: Sequence[tuple[float, str]], title: str):
-    """The figure `draw_metric` saves: the curve, then a dashed line per (value, label)."""
-    if not series:
+LINE_STYLES = ("-", ":", "-.")  # a parity run's curves often coincide: each stays visible; "--" is a threshold's
+
+
+def metric_figure(*, name: str, series: Mapping[int, float] | None = None, thresholds: Sequence[tuple[float, str]],
+                  title: str, curves: Sequence[tuple[str, Mapping[int, float]]] = ()):
+    """The figure `draw_metric` saves: the curve (or each labelled curve), then a dashed line per (value, label)."""
+    curves = [(label, points) for label, points in curves if points] if curves else [(name, series or {})]
+    if not any(points for _, points in curves):
         raise ValueError(f"series: metric {name!r} has no points to plot")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    steps, values = envelope(sorted(series), [_as_float(series[s]) for s in sorted(series)])
     fig = Figure(figsize=(6.4, 3.6), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    ax.plot(steps, values, marker="." if len(steps) <= 50 else None, linewidth=1.5, label=name)
+    for i, (label, points) in enumerate(curves):
+        steps, values = envelope(sorted(points), [_as_float(points[s]) for s in sorted(points)])
+        ax.plot(steps, values, marker="." if len(steps) <= 50 else None, linewidth=1.5, label=label,
+                linestyle=LINE_STYLES[i % len(LINE_STYLES)], color=f"C{i % 3}")
     for i, (value, label) in enumerate(thresholds):
         ax.axhline(value, linestyle="--", linewidth=1.2, color=f"C{(i + 3) % 10}", label=label)
     ax.set_title(title)

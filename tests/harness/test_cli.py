@@ -223,7 +223,8 @@ def test_resume_without_a_recipe_takes_the_runs_own_and_another_names_what_diffe
         path=recipe_path, steps=recipe["algorithm"]["num_steps"]) or 0)
     assert main(["run", "--resume", "--out", str(out)]) == 0
     assert seen == {"path": out / "recipe.yaml", "steps": 3}
-    assert "holds no checkpoint (checkpoint.every_steps: " in capsys.readouterr().err  # said, not silent
+    assert ("holds no checkpoint (it saves one every 25 steps and after its last, checkpoint.every_steps): the "
+            "engine starts again at step 1") in capsys.readouterr().err  # said, not silent
     (out / "checkpoints" / "step_2").mkdir(parents=True)
     assert main(["run", "--resume", "--out", str(out)]) == 0
     assert "no checkpoint" not in capsys.readouterr().err
@@ -247,4 +248,47 @@ def test_an_interrupted_run_prints_its_resume_command(tmp_path, monkeypatch, cap
     code = main(["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), "checkpoint.every_steps=1", "--out", str(out),
                  "--history", str(tmp_path / "history.sqlite")])
     err = capsys.readouterr().err
-    assert code == 130 and f"resume it: harness run {out / 'recipe.yaml'} --resume --out {out}\n" in err, err
+    assert code == 130 and (f"resume it: harness run {out / 'recipe.yaml'} --resume --out {out} (no checkpoint yet: "
+                            "it saves one after every step; it would start again at step 1)\n") in err, err
+
+
+def test_an_interrupted_run_names_the_checkpoint_it_resumes_from(tmp_path, monkeypatch, capsys):
+    import types
+
+    import harness.commands.run as run_command
+    from harness.launch import LaunchResult
+
+    def stopped_after_a_checkpoint(recipe, run_dir, **kw):
+        for step in (25, 50):
+            (run_dir / "checkpoints" / f"step_{step}").mkdir(parents=True)
+        return (types.SimpleNamespace(verdicts=[], ok=False, hardware="cpu"),
+                LaunchResult(state="interrupted", exit_code=130, wall_s=1.0, last_step=61, error="Ctrl-C"))
+
+    monkeypatch.setattr(run_command, "run_single", stopped_after_a_checkpoint)
+    monkeypatch.setattr(run_command, "write_outputs", lambda *a, **k: None)
+    out = tmp_path / "run"
+    code = main(["run", str(REPO / "recipes" / "arith_grpo_cpu.yaml"), "--out", str(out), "--no-history"])
+    err = capsys.readouterr().err
+    assert code == 130 and f"--resume --out {out} (from its checkpoint at step 50)\n" in err, err
+
+
+def test_newest_checkpoint_reads_checkpoint_dir_and_says_when_a_recipe_saves(tmp_path):
+    from harness.commands.run import checkpoint_policy, newest_checkpoint
+
+    elsewhere = tmp_path / "shared"
+    for name in ("step_3", "step_12", ".step_20.99.tmp", "step_x"):
+        (elsewhere / name).mkdir(parents=True)
+    assert newest_checkpoint(tmp_path / "run", {"checkpoint": {"dir": str(elsewhere)}}) == 12
+    assert newest_checkpoint(tmp_path / "run", {"checkpoint": {}}) is None
+    assert checkpoint_policy({"checkpoint": {"every_steps": 0}}) == "it saves one only after its last step"
+    assert checkpoint_policy({"checkpoint": {"every_steps": 0, "at_end": False}}) == \
+        "it saves none (checkpoint.at_end: false)"
+    assert checkpoint_policy({"checkpoint": {"every_steps": 10, "at_end": False}}) == "it saves one every 10 steps"
+
+
+def test_checkpoint_dir_is_relative_to_the_recipe_file(tmp_path):
+    """The engine runs in the repository root: a relative checkpoint.dir must mean the same folder to both."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"defaults: {REPO / 'recipes' / 'arith_grpo_cpu.yaml'}\ncheckpoint: {{dir: ckpts}}\n")
+    assert load_recipe(recipe).data["checkpoint"]["dir"] == str(tmp_path / "ckpts")
+

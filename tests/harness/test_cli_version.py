@@ -43,3 +43,8 @@ def test_version_from_the_command_line():
     out = subprocess.run([sys.executable, "-m", "harness.cli", "--version"], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"harness {version.harness_version()}"
+
+
+def test_python_m_harness_is_the_harness_command():
+    out = subprocess.run([sys.executable, "-m", "harness", "--version"], capture_output=True, text=True, cwd=REPO)
+    assert (out.returncode, out.stdout) == (0, f"harness {version.harness_version()}\n")

@@ -24,11 +24,12 @@ def test_format_duration():
 
 
 def test_format_progress_fields():
-    line = format_progress(step=5, total=20, reward=0.3125, elapsed_s=12, eta_s=36, width=10)
+    line = format_progress(step=5, total=20, metric=("reward", 0.3125), elapsed_s=12, eta_s=36, width=10)
     assert line == "step 5/20 [##--------]  25% | reward 0.3125 | elapsed 0:12 | ETA 0:36"
-    assert "reward - " in format_progress(step=0, total=0, reward=None, elapsed_s=0, eta_s=None)
-    assert "ETA ?" in format_progress(step=0, total=3, reward=None, elapsed_s=0, eta_s=None)
-    assert "[##########] 100%" in format_progress(step=30, total=20, reward=None, elapsed_s=0, eta_s=0, width=10)
+    assert format_progress(step=0, total=0, metric=None, elapsed_s=0, eta_s=None) == \
+        "step 0/0 [--------------------]   0% | elapsed 0:00 | ETA ?"  # nothing logged yet: no placeholder
+    assert "ETA ?" in format_progress(step=0, total=3, metric=None, elapsed_s=0, eta_s=None)
+    assert "[##########] 100%" in format_progress(step=30, total=20, metric=None, elapsed_s=0, eta_s=0, width=10)
 
 
 def test_eta_uses_the_pace_since_the_first_step_seen():
@@ -44,7 +45,7 @@ def test_tty_rewrites_one_line_and_ends_it():
     out = io.StringIO()
     bar = ProgressBar(total_steps=4, stream=out, is_tty=True, clock=Clock())
     for step in range(1, 5):
-        bar.update(step=step, reward=0.5)
+        bar.update(step=step, metric=("reward", 0.5))
     bar.close()
     text = out.getvalue()
     assert text.count("\r") == 4 and text.count("\n") == 1 and text.endswith("\n")
@@ -56,7 +57,7 @@ def test_non_tty_prints_at_most_every_interval_and_the_final_state():
     bar = ProgressBar(total_steps=100, stream=out, is_tty=False, interval_s=10, clock=clock)
     for step in range(1, 101):
         clock.now += 0.5
-        bar.update(step=step, reward=None)
+        bar.update(step=step, metric=None)
     bar.close()
     lines = out.getvalue().splitlines()
     assert "\r" not in out.getvalue()
@@ -65,9 +66,10 @@ def test_non_tty_prints_at_most_every_interval_and_the_final_state():
 
 
 def test_before_the_first_step_the_line_names_the_engines_start_up_phase():
-    line = format_progress(step=0, total=40, reward=None, elapsed_s=65, eta_s=None, phase="warm start", phase_s=41)
+    line = format_progress(step=0, total=40, metric=None, elapsed_s=65, eta_s=None, phase="warm start", phase_s=41)
     assert line == "starting: warm start 0:41 | elapsed 1:05 | ETA ?"
-    assert format_progress(step=1, total=40, reward=0.5, elapsed_s=65, eta_s=None, phase="x").startswith("step 1/40")
+    line = format_progress(step=1, total=40, metric=("reward", 0.5), elapsed_s=65, eta_s=None, phase="x")
+    assert line.startswith("step 1/40")
 
 
 def test_the_phase_tail_keeps_the_newest_complete_phase_line(tmp_path):
@@ -86,11 +88,11 @@ def test_the_phase_tail_keeps_the_newest_complete_phase_line(tmp_path):
 
 
 def test_a_labelled_line_says_which_run_it_is():
-    line = format_progress(step=5, total=20, reward=None, elapsed_s=12, eta_s=None, width=10, label="tq (2 of 2)")
-    assert line == "tq (2 of 2): step 5/20 [##--------]  25% | reward - | elapsed 0:12 | ETA ?"
+    line = format_progress(step=5, total=20, metric=None, elapsed_s=12, eta_s=None, width=10, label="tq (2 of 2)")
+    assert line == "tq (2 of 2): step 5/20 [##--------]  25% | elapsed 0:12 | ETA ?"
     out = io.StringIO()
     bar = ProgressBar(total_steps=4, stream=out, is_tty=False, clock=Clock(), label="legacy (1 of 2)")
-    bar.update(step=0, reward=None, phase="starting Ray")
+    bar.update(step=0, metric=None, phase="starting Ray")
     bar.close()
     assert out.getvalue().startswith("legacy (1 of 2): starting: starting Ray")
 
@@ -111,3 +113,39 @@ def test_each_parity_variant_gets_its_own_label(tmp_path, monkeypatch):
     run_command.run_parity(recipe, tmp_path, {}, progress=True)
     names = list(recipe["checks"]["parity"]["variants"])
     assert labels == [f"{names[0]} (1 of 2)", f"{names[1]} (2 of 2)"]
+
+
+def test_a_distillation_run_shows_its_kl_loss_not_a_reward_it_has_none(tmp_path):
+    """Issue 35: distillation's progress read "reward -" throughout."""
+    import json
+
+    from harness.launch.tail import MetricsTail
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"step": 1, "train/loss": 2.5, "train/kl_loss": 0.4242, "train/accuracy": 0.1}) + "\n")
+    tail = MetricsTail(path)
+    tail.poll()
+    assert tail.headline == ("kl_loss", 0.4242)
+    out = io.StringIO()
+    bar = ProgressBar(total_steps=8, stream=out, is_tty=False, clock=Clock())
+    bar.update(step=tail.last_step, metric=tail.headline)
+    bar.close()
+    assert out.getvalue() == "step 1/8 [##------------------]  12% | kl_loss 0.4242 | elapsed 0:00 | ETA ?\n"
+
+
+def test_the_headline_is_the_reward_when_there_is_one_then_the_loss(tmp_path):
+    import json
+
+    from harness.launch.tail import MetricsTail
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"step": 1, "train/loss": 0.1, "train/kl_loss": 0.2, "train/reward": 0.75}) + "\n"
+                    + json.dumps({"step": 2, "train/loss": 0.3}) + "\n")
+    grpo, other = MetricsTail(path), MetricsTail(tmp_path / "none.jsonl")
+    grpo.poll()
+    assert grpo.headline == ("reward", 0.75)  # the latest value of each key: step 2 logged only a loss
+    assert other.headline is None
+    path.write_text(json.dumps({"step": 1, "train/loss": 0.3, "train/reward": True}) + "\n")
+    loss_only = MetricsTail(path)
+    loss_only.poll()
+    assert loss_only.headline == ("loss", 0.3)  # a bool is no value to show

@@ -36,6 +36,8 @@ def test_parity_recipe_passes_with_legacy_and_tq_bitwise_equal(tmp_path):
     # per step: the policy's log-probs (one receipt, sharded) and train (one per rank); the recipe
     # has no KL term, so no reference pass
     assert len(order) == 3 * 2 and all(r["ok"] for r in order)
+    report = (out / "report.md").read_text()
+    assert "| steps | legacy 3/3, tq 3/3 |" in report and "(legacy/report.md)" in report  # it said `steps ?/?`
 
 
 def test_planted_reorder_bug_fails_invariant_and_parity(tmp_path):
