@@ -1,12 +1,14 @@
 """Ours / the peer's end-to-end GRPO throughput, from two finished run dirs of one recipe:
 
-    python bench/e2e_ratio.py runs/OURS runs/TRL [--warmup 2] [--json out.json]
+    python bench/e2e_ratio.py runs/OURS runs/TRL [--warmup 2] [--json out.json] [--gpu-util OURS.csv TRL.csv]
 
 Prints tokens/s/GPU of each (prompt + completion tokens of a step / step wall s / GPUs, averaged
 over the steps after `--warmup`), the ratio, and each phase's median seconds side by side
 (`timing/train/*`: generation, old and reference log-probs, training, refit, data plane, other).
 Both runs must hold every step after the warm-up of both metrics read; anything else is exit 2
-with the reason (a ratio of a truncated run is no figure). bench/gpu_e2e.sh runs it on the GPU.
+with the reason (a ratio of a truncated run is no figure). `--gpu-util` adds each run's GPU-busy
+fraction and host overhead over the same steps (bench/gpu_busy.py, from NVML utilization sampled
+beside each run). bench/gpu_e2e.sh runs it on the GPU.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+
+from gpu_busy import busy  # noqa: E402
 
 from harness.metrics import MetricsError, read_metrics  # noqa: E402
 
@@ -38,11 +42,14 @@ def steady(run: Path, name: str, warmup: int) -> list[float]:
     return [float(series[s]) for s in kept]
 
 
-def summary(run: Path, warmup: int) -> dict:
+def summary(run: Path, warmup: int, util: Path | None = None) -> dict:
     phases = {p: statistics.median(steady(run, f"timing/train/{p}", warmup))
               for p in PHASES if f"timing/train/{p}" in read_metrics(run)}
-    return {"run": str(run), "tokens_per_sec_per_gpu": statistics.mean(steady(run, TOKENS, warmup)),
-            "step_s": statistics.median(steady(run, TOTAL, warmup)), "phases_s": phases}
+    out = {"run": str(run), "tokens_per_sec_per_gpu": statistics.mean(steady(run, TOKENS, warmup)),
+           "step_s": statistics.median(steady(run, TOTAL, warmup)), "phases_s": phases}
+    if util is not None:
+        out["gpu"] = busy(run, util, warmup)
+    return out
 
 
 def table(ours: dict, peer: dict) -> str:
@@ -53,6 +60,9 @@ def table(ours: dict, peer: dict) -> str:
         a, b = ours["phases_s"].get(phase), peer["phases_s"].get(phase)
         lines.append(f"| {phase} | {'-' if a is None else f'{a:.3f}'} | {'-' if b is None else f'{b:.3f}'} |")
     lines.append(f"| step | {ours['step_s']:.3f} | {peer['step_s']:.3f} |")
+    if "gpu" in ours and "gpu" in peer:
+        lines.append(f"| GPU busy (host overhead) | {ours['gpu']['gpu_busy']:.1%} ({ours['gpu']['host_overhead']:.1%}) "
+                     f"| {peer['gpu']['gpu_busy']:.1%} ({peer['gpu']['host_overhead']:.1%}) |")
     return "\n".join(lines)
 
 
@@ -62,10 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("peer", type=Path)
     parser.add_argument("--warmup", type=int, default=2, help="leading steps left out (compilation, graph capture)")
     parser.add_argument("--json", type=Path, default=None, help="also write both summaries and the ratio here")
+    parser.add_argument("--gpu-util", type=Path, nargs=2, default=None, metavar=("OURS_CSV", "PEER_CSV"),
+                        help="nvidia-smi utilization sampled beside each run: adds its GPU-busy fraction")
     args = parser.parse_args(argv)
+    utils = args.gpu_util or (None, None)
     try:
-        ours, peer = summary(args.ours, args.warmup), summary(args.peer, args.warmup)
-    except MetricsError as error:
+        ours, peer = summary(args.ours, args.warmup, utils[0]), summary(args.peer, args.warmup, utils[1])
+    except (MetricsError, OSError) as error:
         print(f"e2e_ratio: {str(error)[:300]}", file=sys.stderr)
         return 2
     print(table(ours, peer))

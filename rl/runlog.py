@@ -17,10 +17,11 @@ from typing import Any
 
 from rl import faults
 
-__all__ = ["RunLog", "read_jsonl", "write_json_atomic"]
+__all__ = ["STEP_END", "RunLog", "read_jsonl", "write_json_atomic"]
 
 METRICS = "metrics.jsonl"
 INVARIANTS = "invariants.jsonl"
+STEP_END = "clock/step_end_unix_s"  # every metrics row: the step's end, seconds since the epoch
 ENV = "env.json"
 STATUS = "status.json"
 
@@ -155,7 +156,9 @@ class RunLog:
         """
         if type(step) is not int or step != self.last_step + 1:
             raise ValueError(f"metrics step {step!r} after {self.last_step}: steps must increase by one")
-        self._metrics.write({"step": step, **metrics}, step=step)
+        # When the step ended on this machine's clock: what lines a step up with what was sampled
+        # beside it (bench/gpu_busy.py: the GPU's busy fraction over the timed steps).
+        self._metrics.write({"step": step, **metrics, STEP_END: time.time()}, step=step)
         self.last_step = step
 
     def log_invariant(self, record: dict[str, Any]) -> None:

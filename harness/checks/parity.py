@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 from harness.checks.verdict import Verdict
 
 # Wall-clock-dependent metrics differ between any two runs; they are not parity material.
-NONDETERMINISTIC_PREFIXES = ("timing/", "performance/")
+NONDETERMINISTIC_PREFIXES = ("timing/", "performance/", "clock/")
 NONDETERMINISTIC_NAMES = frozenset({"performance/mfu", "wall_s"})
 DIGEST_METRIC = "train/logprob_digest"
 

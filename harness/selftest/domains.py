@@ -43,6 +43,7 @@ DOMAINS: tuple[tuple[str, Domain, str], ...] = (
     ("theoretical_tflops", NON_NEGATIVE, "a device's peak"),
     ("num_ranks", Domain(1.0), "a count of ranks"),
     ("timing/*", NON_NEGATIVE, "a duration"),
+    ("clock/*", NON_NEGATIVE, "a time of day in seconds since the epoch"),
     ("performance/*", NON_NEGATIVE, "a rate, a utilisation or a memory size"),
 )
 

@@ -20,7 +20,7 @@ COMMON = (
     "step", "train/loss", "train/grad_norm", "train/lr", "train/num_valid_samples", "train/num_tokens",
     "train/truncated_fraction", "train/mean_response_length", "train/logprob_digest",
     "total_flops", "num_ranks", "theoretical_tflops",
-    "timing/train/total", "timing/train/training",
+    "timing/train/total", "timing/train/training", "clock/step_end_unix_s",
     "performance/tokens_per_sec_per_gpu", "performance/mfu", "performance/train_tokens_per_sec",
     "performance/peak_memory_gib",
 )

@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=235)]  # the fil
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "recipes" / "arith_grpo_cpu.yaml")
 SHORT_RUN_CHECKS = ("loss_finite", "generator_in_sync", "grad_norm_bounded", "flops_recorded")
-NOISY_PREFIXES = ("timing/", "performance/")
+NOISY_PREFIXES = ("timing/", "performance/", "clock/")
 TWO_NODES = ["cluster.nodes=2", "cluster.devices_per_node=1"]
 
 

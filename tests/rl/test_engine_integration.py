@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=200)]  # the fil
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "arith_grpo_cpu.yaml"
-NOISY_PREFIXES = ("timing/", "performance/")
+NOISY_PREFIXES = ("timing/", "performance/", "clock/")
 STEPS = 3
 WARMUP_INIT_LR = 3.0e-5
 
