@@ -74,14 +74,18 @@ def test_torch_backend_recompute_is_bit_for_bit(results: dict) -> None:
 
 
 def test_megatron_recompute_matches_within_the_parallel_tests_bounds(results: dict) -> None:
-    """The first step is bit for bit; the second differs in the last bits of the loss (an
-    accumulation order in the recomputed backward), then Adam's normalisation of near-zero
+    """Both steps agree to the last bits of the loss, then Adam's normalisation of near-zero
     gradients: measured 4.8e-7 on log-probs and 6.2e-6 on weights (fp32, 2026-12-01), inside the
-    bounds tests/rl/test_megatron_parallel.py holds every layout to."""
+    bounds tests/rl/test_megatron_parallel.py holds every layout to. The first step is bit for bit
+    on some CPUs, not all: on an AVX-512 Xeon (2026-12-02) its loss differed by 4.6e-8 relative
+    (not pinned down; the recomputed forward runs under no_grad, where a CPU's kernels may reduce
+    in another order)."""
     plain, recomputed = results[("megatron", False)], results[("megatron", True)]
     assert (plain["recomputes"], recomputed["recomputes"]) == (False, True)
     first, second = zip(plain["metrics"], recomputed["metrics"])
-    assert first[0]["loss"] == first[1]["loss"] and first[0]["grad_norm"] == first[1]["grad_norm"] > 0
+    assert first[0]["grad_norm"] > 0
+    assert first[0]["loss"] == pytest.approx(first[1]["loss"], rel=1e-6)
+    assert first[0]["grad_norm"] == pytest.approx(first[1]["grad_norm"], rel=1e-6)
     assert second[0]["loss"] == pytest.approx(second[1]["loss"], rel=1e-6)
     assert second[0]["grad_norm"] == pytest.approx(second[1]["grad_norm"], rel=1e-6)
     assert (plain["lp"] - recomputed["lp"]).abs().max() <= 2e-5
