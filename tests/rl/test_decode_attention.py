@@ -12,16 +12,15 @@ import copy
 
 import pytest
 import torch
+from decode_models import EOS, PAD, VOCAB, text_model, vision_model
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from rl.generation import generate, row_seeds
 from rl.generation.decode_attention import GROUPED_DECODE, grouped_decode_attention, use_grouped_decode_attention
 from rl.generation.static_decode import StaticDecoder
 from rl.models import build_model
-from rl.tokenizer import load_tokenizer
 
 torch.set_num_threads(1)
-VOCAB, PAD, EOS = 52, 0, 1
 
 
 class _Heads(torch.nn.Module):
@@ -70,19 +69,11 @@ def test_longer_queries_are_sdpa_as_given() -> None:
 
 
 def _text(family: str):
-    m = build_model({"family": family, "config": {}}, vocab_size=VOCAB, seed=0)
-    with torch.no_grad():
-        m.lm_head.weight[EOS] *= 25
-    return m, {}, PAD, EOS
+    return text_model(family), {}, PAD, EOS
 
 
 def _vision():
-    tok = load_tokenizer("arith_vl")
-    cfg = {"family": "qwen3_5", "modality": "vision", "tokenizer": "arith_vl",
-           "config": {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}}
-    m = build_model(cfg, vocab_size=len(tok), seed=0)
-    with torch.no_grad():
-        m.lm_head.weight[tok.eos_token_id] *= 12
+    m, tok = vision_model()
     return m, {}, tok.pad_token_id, tok.eos_token_id
 
 

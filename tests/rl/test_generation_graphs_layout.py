@@ -11,36 +11,27 @@ no host sync in the step, which a capture would refuse). The capture itself need
 
 from __future__ import annotations
 
+import decode_models
 import pytest
 import torch
+from decode_models import EOS, PAD, VOCAB
 
 from rl.generation import row_seeds
 from rl.generation.static_decode import StaticDecoder, batch_bucket
-from rl.models import build_model
-from rl.tokenizer import load_tokenizer
 
 pytestmark = pytest.mark.slow(seconds=120)  # the file: dynamo traces three models, measured on 2 loaded cores
 
 torch.set_num_threads(1)
 LENGTHS = [9, 3, 6, 1, 7]  # 5 rows: a bucket of 8
-VOCAB, PAD, EOS = 52, 0, 1
 
 
 def text_model(family: str) -> tuple[torch.nn.Module, int, int, int]:
-    m = build_model({"family": family, "config": {}}, vocab_size=VOCAB, seed=0)
-    with torch.no_grad():  # a louder eos logit: rows end at different steps
-        m.lm_head.weight[EOS] *= 25
-    return m, VOCAB, PAD, EOS
+    return decode_models.text_model(family), VOCAB, PAD, EOS
 
 
 def vision_model() -> tuple[torch.nn.Module, int, int, int]:
     """The VL class with text prompts: its decode step takes [3, B, 1] multimodal positions."""
-    tok = load_tokenizer("arith_vl")
-    cfg = {"family": "qwen3_5", "modality": "vision", "tokenizer": "arith_vl",
-           "config": {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}}
-    m = build_model(cfg, vocab_size=len(tok), seed=0)
-    with torch.no_grad():
-        m.lm_head.weight[tok.eos_token_id] *= 12
+    m, tok = decode_models.vision_model()
     return m, 40, tok.pad_token_id, tok.eos_token_id
 
 

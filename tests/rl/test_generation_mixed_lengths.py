@@ -15,37 +15,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from decode_models import EOS, PAD, VOCAB, text_model, vision_model
 
 from rl.generation import Generation, generate, prompt_layout, row_seeds, sampler, static_decode
 from rl.generation.static_decode import StaticDecoder
-from rl.models import ImageLayout, build_model, token_logprobs
+from rl.models import ImageLayout, token_logprobs
 from rl.models.image_inputs import patchify
-from rl.tokenizer import load_tokenizer
 
 torch.set_num_threads(1)
-VOCAB, PAD, EOS = 52, 0, 1
 LENGTHS = (9, 3, 6, 1, 7)  # rows of one batch; the longest needs no padding
 TOL = 1e-5
 MODES = ["eager", "static", pytest.param("graphs", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="CUDA graphs need a GPU; the static mode runs the same step uncaptured"))]
 COUNTER_MODES = ["eager_counter", "static_counter"]  # the GPU's draw (sampler.counter_uniforms), on the CPU
-
-
-def text_model(family: str) -> torch.nn.Module:
-    m = build_model({"family": family, "config": {}}, vocab_size=VOCAB, seed=0)
-    with torch.no_grad():  # a louder eos logit: some rows end within 10 tokens, some do not
-        m.lm_head.weight[EOS] *= 25
-    return m
-
-
-def vision_model() -> tuple[torch.nn.Module, object]:
-    tok = load_tokenizer("arith_vl")
-    cfg = {"family": "qwen3_5", "modality": "vision", "tokenizer": "arith_vl",
-           "config": {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}}
-    m = build_model(cfg, vocab_size=len(tok), seed=0)
-    with torch.no_grad():
-        m.lm_head.weight[tok.eos_token_id] *= 12
-    return m, tok
 
 
 def text_batch(order: list[int]) -> tuple[torch.Tensor, torch.Tensor, dict]:
