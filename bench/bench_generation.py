@@ -20,8 +20,10 @@ the hf_* variants always are). Variants:
   hf_dynamic   model.generate() with its default cache
 
 One JSON line per variant (and `ratio_vs_hf_static` on ours_graphs). `--profile FILE` also writes
-torch.profiler's kernel table of one `ours_static` call (the kernels a graph replays, launched one
-by one so the profiler sees each), to find what a decode step spends beyond its weight reads.
+torch.profiler's kernel table of one call of `--profile-variant` (ours_graphs: the kernels its
+replayed graphs run, which CUPTI reports one by one; ours_static: the same step launched from
+Python) by self device time, with the device time a decode step takes, to find what a step spends
+beyond its weight reads.
 """
 
 from __future__ import annotations
@@ -105,20 +107,28 @@ def timed(fn, repeats: int) -> tuple[float, float]:
     return first, statistics.median(once() for _ in range(repeats))
 
 
-def profile(fn, path: str, title: str) -> None:
-    """torch.profiler's table of one call of `fn` (after a warm-up call), by total device time."""
+def profile(fn, path: str, title: str, steps: int) -> None:
+    """torch.profiler's table of one call of `fn` (after a warm-up call) by self device time, and
+    the device time per decode step (all kernels' time over `steps`; the prompt's forward included)."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
     with torch.no_grad():
         fn()
         torch.cuda.synchronize()
+        t0 = time.perf_counter()
         with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             fn()
             torch.cuda.synchronize()
-    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70)
-    Path(path).write_text(f"{title}\n{table}\n")
-    print(f"profile: {path}", flush=True)
+        wall = time.perf_counter() - t0
+    events = prof.key_averages()
+    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA and not e.is_user_annotation]
+    device_us = sum(e.self_device_time_total for e in kernels)
+    table = events.table(sort_by="self_cuda_time_total", row_limit=45, max_name_column_width=90)
+    summary = (f"device time {device_us / 1e3:.1f} ms over {steps} decode steps: {device_us / steps:.1f} us a step; "
+               f"wall under the profiler {wall * 1e3:.1f} ms")
+    Path(path).write_text(f"{title}\n{summary}\n{table}\n")
+    print(f"profile: {path}: {summary}", flush=True)
 
 
 def main() -> None:
@@ -134,7 +144,8 @@ def main() -> None:
     p.add_argument("--out", default=None)
     p.add_argument("--attention", default="grouped", choices=["grouped", "sdpa"],
                    help="our variants' decode attention (rl.generation.decode_attention, or HF's sdpa)")
-    p.add_argument("--profile", default=None, help="write the kernel table of one ours_static call here")
+    p.add_argument("--profile", default=None, help="write the kernel table of one --profile-variant call here")
+    p.add_argument("--profile-variant", default="ours_graphs", choices=["ours_graphs", "ours_static"])
     args = p.parse_args()
 
     import copy
@@ -190,8 +201,8 @@ def main() -> None:
         results["ours_graphs"]["ratio_vs_hf_static"] = round(ratio, 2)
         print(json.dumps({"ratio_vs_hf_static": round(ratio, 2), "model": args.model, "batch": args.batch}), flush=True)
     if args.profile:
-        profile(runs["ours_static"], args.profile, f"{args.model} {args.layers}, batch {args.batch}, "
-                f"prompt {args.prompt}, new {args.new}, ours_static")
+        profile(runs[args.profile_variant], args.profile, f"{args.model} {args.layers}, batch {args.batch}, "
+                f"prompt {args.prompt}, new {args.new}, {args.profile_variant} ({args.attention} attention)", args.new)
     if args.out:
         with open(args.out, "a") as f:
             for r in results.values():
