@@ -144,8 +144,6 @@ def main() -> None:
     p.add_argument("--out", default=None)
     p.add_argument("--attention", default="grouped", choices=["grouped", "sdpa"],
                    help="our variants' decode attention (rl.generation.decode_attention, or HF's sdpa)")
-    p.add_argument("--draw", default="compiled", choices=["compiled", "eager"],
-                   help="ours_graphs: the draw and its log-prob compiled (the engine's) or run as eager kernels")
     p.add_argument("--profile", default=None, help="write the kernel table of one --profile-variant call here")
     p.add_argument("--profile-variant", default="ours_graphs", choices=["ours_graphs", "ours_static"])
     args = p.parse_args()
@@ -172,8 +170,7 @@ def main() -> None:
     if args.attention == "grouped":
         our_model = copy.deepcopy(model)
         use_grouped_decode_attention(our_model)
-    graphs = StaticDecoder(our_model, use_graphs=True, compile_draw=args.draw == "compiled")
-    static = StaticDecoder(our_model, use_graphs=False)
+    graphs, static = StaticDecoder(our_model, use_graphs=True), StaticDecoder(our_model, use_graphs=False)
     runs = {
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
         "ours_static": lambda: static.generate(prompt, seeds=seeds, **ours),
@@ -194,7 +191,6 @@ def main() -> None:
         results[name] = dict(variant=name, model=args.model, layers=args.layers, params=params, batch=args.batch,
                              prompt=args.prompt, new=args.new,
                              attention=args.attention if name.startswith("ours") else "sdpa",
-                             **({"draw": args.draw} if name == "ours_graphs" else {}),
                              first_s=round(first, 3), seconds=round(median, 4),
                              tokens_per_sec=round(args.batch * args.new / median, 1),
                              device=torch.cuda.get_device_name(), torch=torch.__version__,

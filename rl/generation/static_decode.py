@@ -9,10 +9,7 @@ once per (batch bucket, cache length, greedy) and replayed: one graph launch a t
 sync every `SYNC_EVERY` tokens to stop once every row has ended. With graphs the model's decode
 forward is also put under `torch.compile` (inductor fuses the norms, rotary and gated-delta-rule
 arithmetic that eager runs as many small kernels; its own graphs are off, ours capture the
-compiled kernels together with the draw), and so is the draw with its log-prob (the counter's
-hash, the softmax's cumulative sum and search, the log-softmax's gather: one pass or two over the
-logits instead of about ten kernels, each reading [batch, vocab] floats). The prompt's forward
-stays eager (its length varies).
+compiled kernels together with the draw). The prompt's forward stays eager (its length varies).
 
 The same iteration runs uncaptured on the CPU (`use_graphs=False`), which is how CPU tests prove
 it produces what the eager loop does. Randomness: row r draws from its own generator, seeded
@@ -93,20 +90,10 @@ class _Slot:
     graph: torch.cuda.CUDAGraph | None = None
 
 
-def draw_step(logits: torch.Tensor, done: torch.Tensor, generators: list[torch.Generator] | None,
-              banned: torch.Tensor | None, seeds: torch.Tensor, step: torch.Tensor, *, temperature: float,
-              pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(token, its log-prob) of every row from `logits`; a row already `done` gets pad and 0."""
-    tok = draw_tokens(logits, temperature, generators, banned, seeds=seeds, step=step)
-    tok = torch.where(done, pad, tok)
-    return tok, torch.where(done, 0.0, gather_logprobs(logits, tok))
-
-
 class StaticDecoder:
     """Samples like `rl.generation.sampler.generate`, from a static cache, CUDA graphs on a GPU."""
 
-    def __init__(self, model: PreTrainedModel, *, use_graphs: bool, counter_rng: bool | None = None,
-                 compile_draw: bool | None = None) -> None:
+    def __init__(self, model: PreTrainedModel, *, use_graphs: bool, counter_rng: bool | None = None) -> None:
         self.model = model
         self.vision = getattr(model.config, "vision_config", None) is not None
         self.use_graphs = use_graphs
@@ -117,9 +104,6 @@ class StaticDecoder:
         self.counter = use_counter_rng(self.device, counter_rng)  # the graphs' draw on a GPU; a CPU test sets it
         self.cache_kw = _cache_kwarg(model)
         self.decode_model = torch.compile(model, dynamic=False) if use_graphs else model
-        # the counter's draw is a pure function of device tensors, so it compiles; per-row generators do not
-        self.compile_draw = use_graphs and self.counter if compile_draw is None else compile_draw
-        self.draw = torch.compile(draw_step, dynamic=False) if self.compile_draw else draw_step
         self.banned = banned_ids(model, self.device)
         self._slots: OrderedDict[tuple, _Slot] = OrderedDict()
 
@@ -166,11 +150,12 @@ class StaticDecoder:
 
     def _iterate(self, slot: _Slot, *, temperature: float, eos: int, pad: int) -> None:
         """One token for every row: draw, record, feed it to the model. Fixed shapes, no host sync."""
-        tok, lp = self.draw(slot.logits, slot.done, slot.generators, self.banned, slot.seeds, slot.step,
-                            temperature=temperature, pad=pad)
+        tok = draw_tokens(slot.logits, temperature, slot.generators, self.banned, seeds=slot.seeds, step=slot.step)
+        tok = torch.where(slot.done, pad, tok)
         column = slot.step
         slot.live.index_copy_(1, column, (~slot.done).long().unsqueeze(1))
         slot.tokens.index_copy_(1, column, tok.unsqueeze(1))
+        lp = torch.where(slot.done, 0.0, gather_logprobs(slot.logits, tok))
         slot.logprobs.index_copy_(1, column, lp.unsqueeze(1))
         slot.done.logical_or_(tok == eos)
         slot.step.add_(1)

@@ -17,7 +17,7 @@ import torch
 from decode_models import EOS, PAD, VOCAB
 
 from rl.generation import row_seeds
-from rl.generation.static_decode import StaticDecoder, batch_bucket, draw_step
+from rl.generation.static_decode import StaticDecoder, batch_bucket
 
 pytestmark = pytest.mark.slow(seconds=120)  # the file: dynamo traces three models, measured on 2 loaded cores
 
@@ -54,28 +54,3 @@ def test_bucket_rows_and_a_whole_graph_decode_step_keep_every_rows_tokens(name: 
     for field in ("input_ids", "attention_mask", "response_mask", "lengths", "truncated", "prompt_lengths"):
         assert torch.equal(getattr(got, field), getattr(static, field)), field
     torch.testing.assert_close(got.gen_logprobs, static.gen_logprobs, atol=1e-5, rtol=0)
-
-
-def test_the_counters_draw_compiles_whole_and_draws_what_the_eager_one_does() -> None:
-    """The graphs mode compiles the draw and its log-prob (`draw_step`) beside the decode forward:
-    inductor's kernels pick every row's token of the eager draw over many steps, the log-probs to
-    fp32 rounding, and the trace has no break (no host sync for a capture to refuse)."""
-    torch.manual_seed(0)
-    logits = torch.randn(6, 300) * 4
-    logits[:, 7] = 30.0  # a banned id with the largest logit must still never be drawn
-    banned = torch.tensor([7, 11])
-    done = torch.tensor([False, True, False, False, True, False])
-    seeds = row_seeds(3, 6)
-    whole = torch.compile(draw_step, dynamic=False, fullgraph=True, backend="eager")
-    fused = torch.compile(draw_step, dynamic=False)
-    for step in range(20):
-        args = (logits + step, done, None, banned, seeds, torch.tensor([step]))
-        want_tok, want_lp = draw_step(*args, temperature=0.8, pad=PAD)
-        for fn in (whole, fused):
-            tok, lp = fn(*args, temperature=0.8, pad=PAD)
-            assert torch.equal(tok, want_tok)
-            torch.testing.assert_close(lp, want_lp, atol=1e-5, rtol=0)
-        assert not torch.isin(want_tok[~done], banned).any() and (want_tok[done] == PAD).all()
-    # the counter draws differently per step (the test would pass on a constant draw otherwise)
-    assert len({tuple(draw_step(logits, done, None, banned, seeds, torch.tensor([s]), temperature=0.8,
-                                pad=PAD)[0].tolist()) for s in range(5)}) > 1
