@@ -69,6 +69,12 @@ def sequential(generate_one):
     return submit, seen
 
 
+def two_replicas(generate_one, records: list[dict] | None = None) -> ReplicaSpread:
+    """A spread over two in-process replicas, each running `generate_one`."""
+    return ReplicaSpread(sequential(generate_one)[0], num_replicas=2, new_tokens=NEW, pad_token_id=PAD,
+                         record_invariant=(records if records is not None else []).append)
+
+
 def test_groups_are_runs_of_equal_prompts() -> None:
     prompts, lengths = batch([3, 5, 2], 4)
     assert [g.tolist() for g in prompt_groups(prompts, lengths)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
@@ -139,8 +145,7 @@ def test_a_scrambled_restore_fails_the_row_order_record(monkeypatch) -> None:
     monkeypatch.setenv("RL_FAULTS", "generation_replica_order_kept")
     prompts, lengths = batch([3, 5, 2, 4], 2)
     records: list[dict] = []
-    spread = ReplicaSpread(sequential(fake_generate)[0], num_replicas=2, new_tokens=NEW, pad_token_id=PAD,
-                           record_invariant=records.append)
+    spread = two_replicas(fake_generate, records)
     with pytest.raises(DataIntegrityError, match="generation_row_order: .* rows out of place"):
         spread(prompts, seeds=row_seeds(5, len(lengths)), prompt_lengths=lengths)
     [record] = records
@@ -155,8 +160,7 @@ def test_a_replica_that_hands_its_rows_back_swapped_fails_the_record() -> None:
 
     prompts, lengths = batch([3, 5, 2, 4], 1)
     records: list[dict] = []
-    spread = ReplicaSpread(sequential(swapped)[0], num_replicas=2, new_tokens=NEW, pad_token_id=PAD,
-                           record_invariant=records.append)
+    spread = two_replicas(swapped, records)
     with pytest.raises(DataIntegrityError, match="out of place"):
         spread(prompts, seeds=row_seeds(5, len(lengths)), prompt_lengths=lengths)
     assert records[0]["ok"] is False
@@ -170,8 +174,7 @@ def test_replicas_on_different_weight_versions_are_an_error() -> None:
         return {**fake_generate(**share), "version": torch.tensor(len(calls_seen))}
 
     prompts, lengths = batch([3, 5], 2)
-    spread = ReplicaSpread(sequential(stale)[0], num_replicas=2, new_tokens=NEW, pad_token_id=PAD,
-                           record_invariant=lambda _: None)
+    spread = two_replicas(stale)
     with pytest.raises(RuntimeError, match=r"different weight versions \[1, 2\]"):
         spread(prompts, seeds=row_seeds(5, len(lengths)), prompt_lengths=lengths)
 
@@ -185,8 +188,7 @@ def test_options_reach_every_replica_and_row_columns_go_with_their_rows() -> Non
 
     prompts, lengths = batch([3, 5, 2], 2)
     seeds = row_seeds(5, len(lengths))
-    spread = ReplicaSpread(sequential(noting)[0], num_replicas=2, new_tokens=NEW, pad_token_id=PAD,
-                           record_invariant=lambda _: None)
+    spread = two_replicas(noting)
     spread(prompts, seeds=seeds, prompt_lengths=lengths, image_rows=torch.arange(len(lengths)) * 10, temperature=0.0)
     for image_rows, row_seed_list, temperature in got:
         assert temperature == 0.0
@@ -195,8 +197,7 @@ def test_options_reach_every_replica_and_row_columns_go_with_their_rows() -> Non
 
 def test_balance_is_the_busiest_replicas_decoded_tokens_over_the_mean() -> None:
     prompts, lengths = batch([3, 3, 3, 3], 2)  # four equal groups: two each
-    spread = ReplicaSpread(sequential(fake_generate)[0], num_replicas=2, new_tokens=NEW, pad_token_id=PAD,
-                           record_invariant=lambda _: None)
+    spread = two_replicas(fake_generate)
     spread(prompts, seeds=row_seeds(5, len(lengths)), prompt_lengths=lengths)
     assert spread.take_balance() == {BALANCE_METRIC: 1.0}
     assert spread.take_balance() == {}  # taken: starts over
