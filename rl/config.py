@@ -150,6 +150,7 @@ class GenerationConfig:
     max_new_tokens: int = 8
     ignore_eos: bool = False  # every completion runs to max_new_tokens (tasks in rl.envs EOS_FREE_TASKS only)
     length_buckets: int = 1  # rows decoded in this many groups of similar prompt length (rl.generation.length_buckets)
+    replicas: int | None = None  # data-parallel generation workers; None: rl.placement.generation_replicas derives it
     temperature: float = 1.0
     env: dict[str, str] = field(default_factory=dict)  # the generation workers' only (RunConfig.worker_env)
 
@@ -412,6 +413,8 @@ def _validate(cfg: RunConfig) -> None:
     for dotted in positive:
         if _lookup(cfg, dotted) < 1:
             raise ValueError(f"{dotted}: must be >= 1, got {_lookup(cfg, dotted)}")
+    if cfg.generation.replicas is not None and cfg.generation.replicas < 1:
+        raise ValueError(f"generation.replicas: must be >= 1 or null, got {cfg.generation.replicas}")
     if cfg.policy.logprob_batch_size is not None and cfg.policy.logprob_batch_size < 1:
         raise ValueError(f"policy.logprob_batch_size: must be >= 1 or null, got {cfg.policy.logprob_batch_size}")
     if cfg.algorithm.name == "grpo" and cfg.algorithm.generations_per_prompt < 2:
@@ -492,7 +495,7 @@ TEACHER_FAMILIES = ("qwen3_5", "qwen3_5_moe", "llama")
 GRPO_ONLY = ("algorithm.baseline", "algorithm.normalize_rewards", "algorithm.dynamic_sampling",
              "algorithm.loss", "generation.backend", "generation.tp", "generation.colocated",
              "generation.temperature", "generation.decode", "generation.env", "generation.ignore_eos",
-             "generation.length_buckets", "data.val_every_steps")
+             "generation.length_buckets", "generation.replicas", "data.val_every_steps")
 
 
 def _validate_algorithm_sections(cfg: RunConfig) -> None:

@@ -13,6 +13,9 @@ each of them is recipes/suites/faults.yaml (docs/nightly.md).
 * `generation_bucket_order_kept`: length bucketing (`generation.length_buckets`,
   rl/generation/length_buckets.py) skips the restore, so rows come back in prompt-length order
   instead of the caller's; the `generation_row_order` invariant must object.
+* `generation_replica_order_kept`: the spread over generation replicas (`generation.replicas`,
+  rl/generation/replicas.py) skips the restore, so rows come back in replica order (replica 0's
+  share, then replica 1's, ...); the `generation_row_order` invariant must object.
 * `worker_sigkill`: policy rank 1 SIGKILLs itself as its train call of step K starts.
 * `worker_hang`: policy rank 1 sleeps forever as its train call of step K starts (the engine's
   worker timeout, `limits.worker_timeout_s`, must fire and the run must end).
@@ -37,7 +40,8 @@ from __future__ import annotations
 import os
 import signal
 
-KNOWN = frozenset({"dispatch_inverse_reorder", "generation_bucket_order_kept", "worker_sigkill", "worker_hang",
+KNOWN = frozenset({"dispatch_inverse_reorder", "generation_bucket_order_kept", "generation_replica_order_kept",
+                   "worker_sigkill", "worker_hang",
                    "nan_loss", "metrics_enospc", "metrics_torn", "checkpoint_corrupt", "xtoken_sample_mask_ignored",
                    "xtoken_projection_from_max_index"})
 ENV = "RL_FAULTS"

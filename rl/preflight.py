@@ -12,7 +12,8 @@ for the machine's too.
   family's Hugging Face config, through the same `make_config` the engine builds the model with
   (the config only, never the weights: the 35B config takes a few milliseconds); the training
   backend takes the policy keys; the generation backend is one the engine implements (torch:
-  `generation.backend: vllm` is refused here, on every machine) and can shard as `generation.tp` asks.
+  `generation.backend: vllm` is refused here, on every machine), can shard as `generation.tp` asks
+  and can place and refit as many replicas as `generation.replicas` asks.
 * machine (`--machine`): enough GPUs for a GPU recipe and enough nodes for `cluster.nodes`
   (this machine's, one node, or the Ray cluster's at RAY_ADDRESS, which the engine joins); the
   modules the training backend, data plane and kernels import (megatron-core, transferqueue, fla where installed);
@@ -41,7 +42,7 @@ import yaml
 
 from rl.config import RunConfig, parse_config
 from rl.generation.decode_mode import resolve_decode
-from rl.placement import plan_placement
+from rl.placement import is_gpu, plan_placement
 
 __all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_file", "import_refusals", "importable",
            "machine_refusals", "main",
@@ -201,6 +202,9 @@ def _generation_refusals(cfg: RunConfig) -> list[str]:
         resolve_decode(gen.decode, gpu=cfg.cluster.device != "cpu")
     except ValueError as error:
         return [_one_line(error)]
+    replicas = _replicas_refusal(cfg)
+    if replicas:
+        return [replicas]
     from rl.envs import EOS_FREE_TASKS
 
     if gen.ignore_eos and cfg.task.name not in EOS_FREE_TASKS:
@@ -208,6 +212,22 @@ def _generation_refusals(cfg: RunConfig) -> list[str]:
                 f"sequence, so every row run to max_new_tokens would change its reward; tasks that do not read "
                 f"it: {sorted(EOS_FREE_TASKS)}"]
     return []
+
+
+def _replicas_refusal(cfg: RunConfig) -> str | None:
+    """`generation.replicas` the engine cannot place or refit: more colocated replicas than GPUs
+    (replica i shares policy rank i's GPU), or several with `generation.colocated: false`, whose
+    refit channel (rl/refit_channel.py) is a group of two: policy rank 0 and one generator."""
+    asked, gen = cfg.generation.replicas, cfg.generation
+    if asked is None or asked == 1:
+        return None
+    if not gen.colocated:
+        return (f"generation.replicas: {asked} with generation.colocated: false, but the refit channel "
+                "(rl/refit_channel.py) serves one generator; use generation.replicas: 1, or colocate")
+    if is_gpu(cfg.cluster.device) and asked > cfg.world_size:
+        return (f"generation.replicas: {asked}, but colocated replica i shares policy rank i's GPU and the run has "
+                f"{cfg.world_size} GPUs; use at most {cfg.world_size} (null: one per GPU)")
+    return None
 
 
 def _data_sources(cfg: RunConfig) -> list[tuple[str, Any]]:
@@ -285,7 +305,8 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
     cfg = parse_config(data)
     out = []
     placement = plan_placement(device=cfg.cluster.device, world_size=cfg.world_size,
-                               colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes)
+                               colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes,
+                               replicas=cfg.generation.replicas)
     if placement.gpu or placement.nodes > 1:
         try:
             have, nodes, where = visible_capacity()

@@ -195,6 +195,7 @@ class Engine:
         self.ckpt = ckpt
         self.cluster: Any = None
         self.plane: Any = None  # the data-plane backend (rl/data/plane.py)
+        self.generation: Any = None  # GRPO's generate callable over the replicas (rl/generation/replicas.py)
         self.ray_temp_dir: str | None = None  # the private Ray's, removed at shutdown
         self.step = runlog.last_step
 
@@ -219,7 +220,8 @@ class Engine:
         distill = alg.name == "distill"  # no generator: the responses come from the task's answers
         world = cfg.world_size
         placement = plan_placement(device=cfg.cluster.device, world_size=world,
-                                   colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes)
+                                   colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes,
+                                   replicas=cfg.generation.replicas)
         device = "cuda" if placement.gpu else "cpu"
         # Logical CPUs: our workers take fractions; a data plane's own actors may ask for whole
         # CPUs (TransferQueue's do), so those are reserved on top.
@@ -238,10 +240,11 @@ class Engine:
                                rank=r, world_size=world, data_plane=self.plane.worker_client, device=device)
                  for r in range(world)]
         decode = resolve_decode(cfg.generation.decode, gpu=placement.gpu)
-        gen = None if distill else cluster.spawn(
-            GenerationWorker, slot=placement.generation, name="generation-0", role="generation", rank=0,
-            device=device, precision=cfg.policy.precision, decode=decode)
-        workers = [*ranks] if gen is None else [*ranks, gen]
+        gens = [] if distill else [
+            cluster.spawn(GenerationWorker, slot=slot, name=f"generation-{i}", role="generation", rank=i,
+                          device=device, precision=cfg.policy.precision, decode=decode)
+            for i, slot in enumerate(placement.generation)]
+        workers = [*ranks, *gens]
 
         # While the actors boot, build (and warm-start) the initial weights here, unless every
         # worker reads its own from model.path (`shard_reads`).
@@ -282,9 +285,8 @@ class Engine:
         _phase("setting up the workers (model, optimizer, generator)")
         refs = [h.actor.setup.remote(master=master, backend=cfg.policy.backend, backend_kwargs=backend_kwargs,
                                      weights=weights_ref, teacher=teacher_ref) for h in ranks]
-        if gen is not None:
-            refs.append(gen.actor.setup.remote(model_cfg=model_cfg, vocab_size=len(tokenizer),
-                                               seed=alg.seed, weights=weights_ref))
+        refs += [gen.actor.setup.remote(model_cfg=model_cfg, vocab_size=len(tokenizer), seed=alg.seed,
+                                        weights=weights_ref) for gen in gens]
         topology = cluster.get(refs, [h.name for h in workers], timeout_s=300)[:world]
         self.policy = PolicyGroup(cluster=cluster, ranks=ranks, flops_cfg=config,
                                   device=cfg.cluster.device, num_ranks=world,
@@ -304,8 +306,9 @@ class Engine:
                                         record_invariant=self._record_invariant,
                                         projection_shape=teacher["spec"].projection.shape)
         else:
-            self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=self._generate_fn(gen, tokenizer),
-                                     refit=self._refit_fn(gen, ranks, placement), tokenizer=tokenizer, env=env,
+            self.generation = self._generate_fn(gens, tokenizer)
+            self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=self.generation,
+                                     refit=self._refit_fn(gens, ranks, placement), tokenizer=tokenizer, env=env,
                                      store=self.plane, layout=ImageLayout.of(config),
                                      record_invariant=self._record_invariant)
         if self.ckpt is not None:
@@ -353,7 +356,11 @@ class Engine:
                 "student_side": Side(tokenizer=student_tokenizer, texts=canonical_tokens(student_tokenizer)),
                 "teacher_side": Side(tokenizer=tokenizer, texts=canonical_tokens(tokenizer))}
 
-    def _generate_fn(self, gen: Any, tokenizer: Any) -> Any:
+    def _generate_fn(self, gens: list[Any], tokenizer: Any) -> Any:
+        """The driver's `generate`: each call's prompt groups spread over the replicas, decoded
+        concurrently, rows back in the caller's order (rl/generation/replicas.py)."""
+        from rl.generation.replicas import ReplicaSpread
+
         cfg, cluster = self.cfg, self.cluster
         # generation.ignore_eos: an id no token has, so no row ends before max_new_tokens
         eos = NO_TOKEN_ID if cfg.generation.ignore_eos else tokenizer.eos_token_id
@@ -361,18 +368,22 @@ class Engine:
                       "temperature": cfg.generation.temperature,
                       "eos_token_id": eos, "pad_token_id": tokenizer.pad_token_id}
 
-        def generate(prompt_ids: Any, **kwargs: Any) -> dict:
-            # kwargs: seeds, prompt_lengths, a vision task's image columns; `temperature` (validation is greedy)
-            return cluster.call([gen], "generate", [(prompt_ids,)], timeout_s=cfg.limits.worker_timeout_s,
-                                **{**gen_kwargs, **kwargs})[0]
+        def submit(shares: list[tuple[int, dict]]) -> list[dict]:
+            # a share: prompt_ids, seeds, prompt_lengths, a vision task's image columns; the
+            # driver's options (`temperature`: validation is greedy) over the recipe's
+            refs = [gens[r].actor.generate.remote(**{**gen_kwargs, **share}) for r, share in shares]
+            return cluster.get(refs, [gens[r].name for r, _ in shares], timeout_s=cfg.limits.worker_timeout_s)
 
-        return generate
+        return ReplicaSpread(submit, num_replicas=len(gens), new_tokens=cfg.generation.max_new_tokens,
+                             pad_token_id=tokenizer.pad_token_id, record_invariant=self._record_invariant)
 
-    def _refit_fn(self, gen: Any, ranks: list[Any], placement: Any) -> Any:
+    def _refit_fn(self, gens: list[Any], ranks: list[Any], placement: Any) -> Any:
+        """`version -> seconds`: every replica gets the policy's new weights, the slowest's seconds."""
         cfg, cluster = self.cfg, self.cluster
-        names = [*(h.name for h in ranks), gen.name]
+        names = [*(h.name for h in ranks), *(g.name for g in gens)]
         timeout = cfg.limits.worker_timeout_s
         if not cfg.generation.colocated:  # a channel of its own: rank 0 broadcasts to the generator
+            (gen,) = gens  # one: the channel is a group of two (rl/preflight.py refuses more)
             layout = cluster.call(ranks, "refit_layout", timeout_s=timeout)[0]  # a collective: all gather
             address = cluster.call([gen], "refit_address", timeout_s=timeout)[0]
             cluster.get([ranks[0].actor.open_refit_channel.remote(address, layout),
@@ -382,17 +393,17 @@ class Engine:
         def refit(version: int) -> float:
             if not cfg.generation.colocated:
                 every_rank = [h.actor.send_weights.remote() for h in ranks]  # a collective: all gather
-                load = gen.actor.receive_weights.remote(version)
+                load = gens[0].actor.receive_weights.remote(version)
                 return cluster.get([*every_rank, load], names, timeout_s=timeout)[-1]
-            if placement.gpu:  # colocated: device to device on rank 0's GPU
-                every_rank = [h.actor.share_weights.remote() for h in ranks]  # a collective: all gather
-                load = gen.actor.load_shared.remote(every_rank[0], version)
-                seconds = cluster.get([*every_rank, load], names, timeout_s=cfg.limits.worker_timeout_s)[-1]
-                cluster.call([ranks[0]], "release_weights", timeout_s=cfg.limits.worker_timeout_s)
-                return seconds
+            if placement.gpu:  # colocated: device to device, replica i out of rank i's buckets on their GPU
+                every_rank = [h.actor.share_weights.remote(len(gens)) for h in ranks]  # a collective: all gather
+                loads = [g.actor.load_shared.remote(every_rank[i], version) for i, g in enumerate(gens)]
+                seconds = cluster.get([*every_rank, *loads], names, timeout_s=timeout)[len(ranks):]
+                cluster.call(ranks[:len(gens)], "release_weights", timeout_s=timeout)
+                return max(seconds)
             state, every_rank = self.policy.state_dict_ref()  # a collective: all ranks gather
-            load = gen.actor.load_weights.remote(state, version)
-            return cluster.get([*every_rank, load], names, timeout_s=cfg.limits.worker_timeout_s)[-1]
+            loads = [g.actor.load_weights.remote(state, version) for g in gens]
+            return max(cluster.get([*every_rank, *loads], names, timeout_s=timeout)[len(ranks):])
 
         return refit
 
@@ -430,6 +441,8 @@ class Engine:
             _check_signalled()
             self.step = step
             metrics = self.driver.step(step)
+            if self.generation is not None:  # the replicas' balance over this step's rollouts
+                metrics.update(self.generation.take_balance())
             flops_keys = ("total_flops", "num_ranks", "theoretical_tflops")
             bad = [k for k in flops_keys if not (isinstance(metrics.get(k), (int, float)) and metrics[k] > 0)]
             self.runlog.log_invariant({"check": "flops_fields", "step": step, "ok": not bad,
@@ -437,6 +450,8 @@ class Engine:
             val_every = cfg.data.val_every_steps
             if val_every and (step % val_every == 0 or step == cfg.algorithm.num_steps):
                 metrics.update(self.driver.validate(step))
+                if self.generation is not None:
+                    self.generation.take_balance()  # validation's decoding is not the next step's
             self.runlog.log_metrics(step, metrics)
             if (every and step % every == 0) or (step == cfg.algorithm.num_steps and cfg.checkpoint.at_end):
                 self._save(step)

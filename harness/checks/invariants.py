@@ -64,7 +64,10 @@ def required_checks(recipe: Mapping) -> list[str]:
     required = ["flops_fields"]
     if recipe.get("data_plane", {}).get("backend") == "tq":
         required.append("dispatch_row_order")
-    if recipe.get("generation", {}).get("length_buckets", 1) > 1:  # rows decoded in groups, order restored
+    generation = recipe.get("generation", {})
+    # rows decoded in groups, or spread over replicas asked for by number (a null count is the
+    # engine's to derive: its records are judged when it writes them), order restored
+    if generation.get("length_buckets", 1) > 1 or (generation.get("replicas") or 1) > 1:
         required.append("generation_row_order")
     if envs(recipe):  # env, policy.env or generation.env
         required.append("env_propagated")

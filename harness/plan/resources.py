@@ -166,8 +166,10 @@ def make_plan(recipe: Mapping) -> Plan:
     gen_tp = int(recipe["generation"]["tp"])
     if world % gen_tp:
         problems.append(f"generation.tp = {gen_tp} does not divide the {world} devices")
-    generation = {"devices": world, "tp": gen_tp, "replicas": world // gen_tp if world % gen_tp == 0 else 0,
-                  "backend": recipe["generation"]["backend"]}
+    replicas = recipe["generation"].get("replicas")  # null: the engine's to derive (one per GPU, colocated)
+    if replicas is None:
+        replicas = world // gen_tp if world % gen_tp == 0 else 0
+    generation = {"devices": world, "tp": gen_tp, "replicas": replicas, "backend": recipe["generation"]["backend"]}
 
     cfg, config_file = planned_model_config(recipe["model"])
     warnings: list[str] = []

@@ -30,6 +30,7 @@ GRPO = (
     "train/padding_fraction_generation", "train/padding_fraction_training",
     "timing/train/generation", "timing/train/old_logprobs", "timing/train/ref_logprobs", "timing/train/refit",
     "timing/train/data_plane", "timing/train/other", "performance/generation_tokens_per_sec",
+    "performance/generation_replica_max_over_mean",
     "val/accuracy", "val/num_samples",
 )
 DISTILL = (

@@ -67,8 +67,9 @@ class GRPODriver:
         cfg: the run config.
         policy: driver-side policy group (`get_logprobs`, `train`, `dp_size`).
         generate: `prompt_ids, seeds, prompt_lengths, **images -> dict of Generation fields` (the
-            generation worker call; `images` are the row-aligned image columns of a vision task).
-        refit: `version -> seconds spent loading weights into the generator`.
+            generation replicas' call, rows in the caller's order: rl/generation/replicas.py;
+            `images` are the row-aligned image columns of a vision task).
+        refit: `version -> seconds spent loading weights into the generation replicas`.
         tokenizer, env: the recipe's tokenizer and task.
         store: the data path (legacy or TQ).
         flops_config: FLOPs shapes of the model.

@@ -13,12 +13,10 @@ Same tokens either way: row r draws from its own generator, seeded `seeds[r]`
 (`rl.generation.sampler.row_seeds`), and its seed travels with it into its group, so where a row
 is decoded changes none of its draws (its log-probs move by float rounding: another batch).
 
-Restoring order: the groups' rows, concatenated, are the caller's rows `order[j]`, so the output
-is `out[order[j]] = concat[j]`, a gather with the inverse of `order` (the planted fault
-`generation_bucket_order_kept` skips it: rows stay in length order). The result is then checked
-against the caller's own inputs, independently of the index arithmetic: every row's seed (unique
-per row), prompt length and prompt tokens must be the caller's row's, and one
-`generation_row_order` record a call says so (a mismatch is recorded, then raised).
+Restoring order and its check are `rl.generation.row_order`'s (the planted fault
+`generation_bucket_order_kept` skips the restore: rows stay in length order); one
+`generation_row_order` record a call says every row is back in place (a mismatch is recorded,
+then raised).
 """
 
 from __future__ import annotations
@@ -29,15 +27,14 @@ from typing import Any
 
 import torch
 
-from rl import faults
 from rl.data.errors import DataIntegrityError
 from rl.generation.generation import FIELDS
+from rl.generation.row_order import INVARIANT, SEEDS, restore_order, row_order_record
 from rl.metrics.padding import SlotCount, decoded_slots
 
-__all__ = ["INVARIANT", "Decoded", "decode_in_groups", "length_groups", "restore_order"]
+__all__ = ["INVARIANT", "Decoded", "decode_in_groups", "length_groups"]
 
-INVARIANT = "generation_row_order"
-SEEDS = "seeds"  # travels with the rows through the restore, so the check can see where each went
+FAULT = "generation_bucket_order_kept"  # rl/faults.py: the restore skipped, rows left in length order
 
 
 @dataclass(kw_only=True)
@@ -55,42 +52,6 @@ def length_groups(lengths: torch.Tensor, num_groups: int) -> list[torch.Tensor]:
         raise ValueError(f"generation.length_buckets must be >= 1, got {num_groups}")
     order = torch.argsort(torch.as_tensor(lengths), stable=True)
     return [g for g in torch.tensor_split(order, min(num_groups, len(order))) if len(g)]
-
-
-def _widen(column: torch.Tensor, width: int, value: int) -> torch.Tensor:
-    """A [b, w] column right-padded with `value` to [b, width]; other shapes unchanged."""
-    if column.dim() != 2 or column.shape[1] == width:
-        return column
-    return torch.cat([column, column.new_full((column.shape[0], width - column.shape[1]), value)], dim=1)
-
-
-def restore_order(parts: list[dict[str, torch.Tensor]], groups: list[torch.Tensor], *, width: int,
-                  pad_token_id: int) -> dict[str, torch.Tensor]:
-    """The groups' row columns joined and put back in the caller's order, 2-D columns right-padded
-    to `width` (input_ids with the pad token, the rest with 0)."""
-    order = torch.cat(groups)
-    gather = torch.argsort(order)  # the inverse permutation
-    if faults.active("generation_bucket_order_kept"):
-        gather = torch.arange(len(order))
-    out = {}
-    for name in parts[0]:
-        value = {"input_ids": pad_token_id}.get(name, 0)
-        out[name] = torch.cat([_widen(part[name], width, value) for part in parts])[gather]
-    return out
-
-
-def _check(out: Mapping[str, torch.Tensor], prompt_ids: torch.Tensor, lengths: torch.Tensor,
-           seeds: torch.Tensor) -> dict[str, Any]:
-    """The `generation_row_order` record: each row holds the caller's row's seed, length and prompt."""
-    cols = torch.arange(prompt_ids.shape[1])
-    in_prompt = cols < lengths.unsqueeze(1)
-    same_prompt = ((out["input_ids"][:, :prompt_ids.shape[1]] == prompt_ids) | ~in_prompt).all(dim=1)
-    ok_rows = (out[SEEDS] == seeds) & (out["prompt_lengths"] == lengths) & same_prompt
-    wrong = (~ok_rows).nonzero().flatten().tolist()
-    detail = (f"{len(seeds)} rows in caller order" if not wrong else
-              f"{len(wrong)} of {len(seeds)} rows out of place; first at row {wrong[0]}: "
-              f"seed {int(out[SEEDS][wrong[0]])}, the caller's {int(seeds[wrong[0]])}")
-    return {"check": INVARIANT, "ok": not wrong, "rows": len(seeds), "detail": detail}
 
 
 def decode_in_groups(generate: Callable[..., Mapping[str, torch.Tensor]], prompt_ids: torch.Tensor, *,
@@ -118,8 +79,9 @@ def decode_in_groups(generate: Callable[..., Mapping[str, torch.Tensor]], prompt
         parts.append({**part, SEEDS: seeds[rows]})
         slots = slots + decoded_slots(part["lengths"], part["prompt_lengths"])
         new_tokens = part["input_ids"].shape[1] - longest  # max_new_tokens: every group's rows are prompt + it
-    out = restore_order(parts, groups, width=prompt_ids.shape[1] + new_tokens, pad_token_id=pad_token_id)
-    record = {**_check(out, prompt_ids, lengths, seeds), "groups": len(groups)}
+    out = restore_order(parts, groups, width=prompt_ids.shape[1] + new_tokens, pad_token_id=pad_token_id,
+                        fault=FAULT)
+    record = {**row_order_record(out, prompt_ids, lengths, seeds), "groups": len(groups)}
     record_invariant(record)
     if not record["ok"]:
         raise DataIntegrityError(f"{INVARIANT}: {record['detail']}")

@@ -182,13 +182,14 @@ class PolicyWorker(WorkerBase):
         weights = self.backend.state_dict()
         return weights if self.rank == 0 else None
 
-    def share_weights(self) -> Any:
+    def share_weights(self, replicas: int = 1) -> Any:
         """Refit, colocated: HF-format weights gathered on the device, packed into buckets and
-        shared with the generator on the same GPU by CUDA IPC handles (rank 0's answer; None
-        elsewhere). Every rank must call it (the weights are gathered). The buckets stay alive
-        here until `release_weights`."""
+        shared with the generation replica on the same GPU by CUDA IPC handles (the answer of
+        ranks below `replicas`: replica i shares rank i's GPU; None elsewhere). Every rank must
+        call it (the weights are gathered, whole on every rank). The buckets stay alive here
+        until `release_weights`."""
         weights = self.backend.state_dict(on_device=True)
-        if self.rank != 0:
+        if self.rank >= replicas:
             return None
         self._shared = refit.pack(weights)
         return refit.share(self._shared)

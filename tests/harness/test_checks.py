@@ -86,6 +86,12 @@ def test_length_buckets_require_the_generation_row_order_record():
     assert "generation_row_order" not in required_checks({})
 
 
+def test_replicas_asked_for_by_number_require_the_generation_row_order_record():
+    assert "generation_row_order" in required_checks({"generation": {"replicas": 2}})
+    assert "generation_row_order" not in required_checks({"generation": {"replicas": 1}})
+    assert "generation_row_order" not in required_checks({"generation": {"replicas": None}})  # the engine's to derive
+
+
 def test_an_empty_invariants_file_fails(tmp_path):
     (tmp_path / "invariants.jsonl").write_text("")
     verdicts = check_invariants(read_invariants(tmp_path / "invariants.jsonl"), required=[])

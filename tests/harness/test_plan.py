@@ -47,6 +47,7 @@ def test_production_plan_is_sound():
     plan = make_plan(recipe())
     assert (plan.world, plan.policy["dp"], plan.policy["expert_dp"]) == (16, 4, 1)
     assert plan.generation["replicas"] == 4
+    assert make_plan(recipe(generation__replicas=3)).generation["replicas"] == 3
     assert plan.memory is not None and plan.memory.total < plan.memory.capacity
     assert plan.gpu_hours_max == pytest.approx(16.0)
 

@@ -136,6 +136,28 @@ def test_generation_tp_over_1_is_refused_for_the_torch_backend():
         "use generation.tp: 1"]
 
 
+def test_generation_replicas_the_engine_cannot_place_or_refit_are_refused():
+    gpu = {"nodes": 1, "devices_per_node": 2, "device": "h200"}
+    assert static_refusals(recipe(cluster=gpu, generation__replicas=3)) == [
+        "generation.replicas: 3, but colocated replica i shares policy rank i's GPU and the run has 2 GPUs; "
+        "use at most 2 (null: one per GPU)"]
+    apart = ["generation.replicas: 2 with generation.colocated: false, but the refit channel "
+             "(rl/refit_channel.py) serves one generator; use generation.replicas: 1, or colocate"]
+    assert static_refusals(recipe(generation__replicas=2, generation__colocated=False)) == apart
+    assert static_refusals(recipe(cluster=gpu, generation__replicas=2, generation__colocated=False)) == apart
+    assert static_refusals(recipe(generation__replicas=0)) == ["generation.replicas: must be >= 1 or null, got 0"]
+    for fine in ({"cluster": gpu, "generation__replicas": 2}, {"cluster": gpu, "generation__replicas": None},
+                 {"generation__replicas": 3}, {"generation__replicas": 1, "generation__colocated": False},
+                 {"cluster": gpu, "generation__colocated": False}):  # null apart from training: one replica
+        assert static_refusals(recipe(**fine)) == [], fine
+
+
+def test_distillation_refuses_generation_replicas_it_would_not_read():
+    data = yaml.safe_load((ROOT / "recipes" / "xtoken_distill_cpu.yaml").read_text())
+    data["generation"]["replicas"] = 2
+    assert static_refusals(data)[0].startswith("generation.replicas: algorithm.name: distill does not read it")
+
+
 def test_an_unknown_model_config_field_is_refused_with_its_key():
     data = recipe(model__config={"hidden_size": 64, "full_attention_interval": 4})
     (line,) = static_refusals(data)

@@ -89,6 +89,7 @@ READERS: dict[str, tuple[str, str]] = {
     "generation.max_new_tokens": ("rl/run.py", "cfg.generation.max_new_tokens"),
     "generation.ignore_eos": ("rl/run.py", "cfg.generation.ignore_eos"),
     "generation.length_buckets": ("rl/algorithms/grpo.py", "self.cfg.generation.length_buckets"),
+    "generation.replicas": ("rl/run.py", "replicas=cfg.generation.replicas"),
     "generation.temperature": ("rl/run.py", "cfg.generation.temperature"),
     "algorithm.name": ("rl/config.py", '"algorithm.name": ("grpo", "distill")'),
     "algorithm.seed": ("rl/run.py", "seed=alg.seed"),
@@ -159,6 +160,7 @@ REFUSED: dict[str, tuple[object, str]] = {
     "generation.tp": (2, "generation.tp: 2, but the torch generation backend"),
     "generation.backend": ("vllm", "generation.backend: vllm is not implemented by this engine"),
     "generation.decode": ("graphs", "generation.decode: graphs needs a GPU"),
+    "generation.replicas": (0, "generation.replicas: must be >= 1 or null"),  # the rest: tests/rl/test_preflight.py
     "generation.ignore_eos": (True, "generation.ignore_eos: task 'arith' scores what a completion says"),
     "policy.compile": (True, "policy.compile: the torch backend runs eager"),
     "algorithm.name": ("ppo", "algorithm.name: 'ppo' is not one of"),
