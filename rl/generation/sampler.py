@@ -109,16 +109,34 @@ def counter_uniforms(seeds: torch.Tensor, step: int | torch.Tensor) -> torch.Ten
     return ((a >> 5) * (1 << 26) + (b >> 6)).to(torch.float64) / float(1 << 53)
 
 
+DRAW_BLOCK = 1024  # ids per block of the two-level draw
+
+
 def inverse_cdf_draw(logits: torch.Tensor, temperature: float, uniforms: torch.Tensor) -> torch.Tensor:
     """One token per row from softmax(logits / temperature), row r's at uniform `uniforms[r]`.
 
     The first id whose cumulative (unnormalised, float64) weight exceeds u x the row's total:
     an exact draw; a zero-weight id (a banned one, -inf) is never chosen. Fixed shapes, no host
-    sync: it can be captured in a CUDA graph."""
-    weights = ((logits - logits.amax(dim=-1, keepdim=True)) / temperature).exp()
-    cdf = torch.cumsum(weights, dim=-1, dtype=torch.float64)
-    target = (uniforms.to(cdf.device) * cdf[:, -1]).unsqueeze(1)
-    return torch.searchsorted(cdf, target, right=True).squeeze(1).clamp_(max=logits.shape[-1] - 1)
+    sync: it can be captured in a CUDA graph.
+
+    Two levels, because one cumulative sum along a 152k-id row is one GPU block per row (288 us
+    of a 2,215 us decode step at batch 64 on an H200, 2026-12-02): the float64 weight of each
+    block of `DRAW_BLOCK` ids, the block where u x total falls, then the cumulative sum inside
+    that block only."""
+    B, V = logits.shape
+    blocks = -(-V // DRAW_BLOCK)
+    weights = logits.new_zeros(B, blocks * DRAW_BLOCK)
+    torch.sub(logits, logits.amax(dim=-1, keepdim=True), out=weights[:, :V])
+    weights[:, :V].div_(temperature).exp_()
+    weights = weights.view(B, blocks, DRAW_BLOCK)
+    ends = torch.cumsum(weights.sum(dim=-1, dtype=torch.float64), dim=-1)  # [B, blocks], inclusive
+    target = (uniforms.to(ends.device) * ends[:, -1]).unsqueeze(1)
+    block = torch.searchsorted(ends, target, right=True).clamp_(max=blocks - 1)  # [B, 1]
+    start = torch.where(block > 0, ends.gather(1, (block - 1).clamp_(min=0)), 0.0)
+    inside = weights.gather(1, block.unsqueeze(2).expand(B, 1, DRAW_BLOCK)).squeeze(1)
+    cdf = torch.cumsum(inside, dim=-1, dtype=torch.float64)
+    at = torch.searchsorted(cdf, target - start, right=True).clamp_(max=DRAW_BLOCK - 1)
+    return (block * DRAW_BLOCK + at).squeeze(1).clamp_(max=V - 1)
 
 
 def use_counter_rng(device: torch.device | str, counter_rng: bool | None) -> bool:

@@ -14,6 +14,13 @@ separate activation. The one-token decode update stays HF's torch code: inside t
 step inductor fuses its concat and conv, and fla's update kernel would autotune inside a CUDA
 graph capture.
 
+fla's kernels are Triton on CUDA only, and transformers binds them whenever fla is importable,
+whatever the tensors' device: on a GPU machine a model on the CPU (the tiny twins, the CPU tests)
+died at its first gated-delta-net layer ("Pointer argument cannot be accessed from Triton").
+`prepare()` therefore puts each fla-bound function behind a dispatch on the inputs' device
+(`on_device`): CUDA tensors reach fla, others HF's own torch code (`__wrapped__`, which
+transformers' kernel decorator keeps, in 5.17 as in 5.24).
+
 Every module that imports transformers' Qwen3.5 classes (rl.models.qwen3_5, rl.models.vision)
 calls `prepare()` at import, so the driver's warm start, both training backends, the generator,
 a teacher and the benches run the same kernels. Idempotent; without fla it does nothing.
@@ -21,14 +28,18 @@ a teacher and the benches run the same kernels. Idempotent; without fla it does 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-__all__ = ["fla_importable", "prepare", "prepared"]
+__all__ = ["FLA_DEVICES", "fla_importable", "on_device", "prepare", "prepared"]
 
+FLA_DEVICES = {"cuda"}  # device types fla's kernels run on (a test adds "cpu" to play a GPU)
+_DELTA_RULES = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")  # HF's names, fla-bound
 _MODELING = ("transformers.models.qwen3_5.modeling_qwen3_5", "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe")
 _done: dict[str, bool] = {}
 
@@ -44,7 +55,8 @@ def prepared() -> dict[str, bool]:
 
 
 def prepare() -> None:
-    """Install fla's Hopper fix and, on a GPU, fla's causal conv for HF's layers (idempotent)."""
+    """Install fla's Hopper fix, the device dispatch of HF's fla-bound delta rules and, on a GPU,
+    fla's causal conv for HF's layers (idempotent)."""
     if _done or not fla_importable():
         return
     from rl.models import fla_hopper
@@ -53,9 +65,33 @@ def prepare() -> None:
     if _done["hopper_backward"]:
         fla_hopper.patch()
     _done["fla_causal_conv"] = torch.cuda.is_available() and importlib.util.find_spec("causal_conv1d") is None
-    if _done["fla_causal_conv"]:
-        for name in _MODELING:
-            importlib.import_module(name).causal_conv1d_fn = _fla_causal_conv1d_fn
+    for name in _MODELING:
+        module = importlib.import_module(name)
+        for rule in _DELTA_RULES:
+            bound = getattr(module, rule, None)
+            if bound is not None and hasattr(bound, "__wrapped__"):
+                setattr(module, rule, on_device(bound, bound.__wrapped__))
+        if _done["fla_causal_conv"]:
+            module.causal_conv1d_fn = on_device(_fla_causal_conv1d_fn, module.causal_conv1d_fn)
+
+
+def on_device(fla_fn: Callable, torch_fn: Callable) -> Callable:
+    """`fla_fn` when the first tensor argument is on a device of `FLA_DEVICES`, else `torch_fn`.
+
+    HF's torch delta rules ignore `cu_seqlens`: packed rows there would run into each other, so
+    that call is refused, as transformers refuses it without fla."""
+
+    @functools.wraps(torch_fn)
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        first = next(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+        if first.device.type in FLA_DEVICES:
+            return fla_fn(*args, **kwargs)
+        if kwargs.get("cu_seqlens") is not None:
+            raise ValueError(f"{torch_fn.__name__}: packed sequences (cu_seqlens) on {first.device.type} "
+                             "tensors need fla's kernels, which run on CUDA only")
+        return torch_fn(*args, **kwargs)
+
+    return dispatch
 
 
 def _fla_causal_conv1d_fn(hidden_states: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,

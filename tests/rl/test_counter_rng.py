@@ -56,6 +56,25 @@ def test_inverse_cdf_draws_the_softmax_and_never_a_zero_weight_id() -> None:
     assert edges.tolist()[:2] == [0, 4]
 
 
+def test_the_two_level_draw_is_the_flat_inverse_cdf_across_blocks() -> None:
+    # 5,000 ids: four whole blocks of DRAW_BLOCK and a partial fifth; every third id banned
+    from rl.generation.sampler import DRAW_BLOCK
+
+    rows, vocab = 4096, 5000
+    assert vocab > 4 * DRAW_BLOCK
+    logits = torch.randn(rows, vocab, generator=torch.Generator().manual_seed(0)) * 3
+    logits[:, ::3] = float("-inf")
+    u = counter_uniforms(torch.arange(rows), 7)
+    for temperature in (1.0, 0.7):
+        weights = ((logits - logits.amax(-1, keepdim=True)) / temperature).exp()
+        flat = torch.cumsum(weights, dim=-1, dtype=torch.float64)
+        expected = torch.searchsorted(flat, (u * flat[:, -1]).unsqueeze(1), right=True).squeeze(1)
+        tokens = inverse_cdf_draw(logits, temperature, u)
+        assert torch.equal(tokens, expected)
+        assert int((tokens % 3 == 0).sum()) == 0
+    assert len(set((tokens // DRAW_BLOCK).tolist())) == 5  # every block drawn from
+
+
 def test_draw_tokens_bans_and_goes_greedy() -> None:
     logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 0.0]])
     banned = torch.tensor([1])

@@ -2,7 +2,8 @@
 
 fla needs a GPU and Triton, so a stand-in with fla's module layout (tests/rl/fake_fla) plays it:
 like fla on an H200 under Triton 3.6, its backward refuses `chunk_bwd_dqkwg` unless that function
-was replaced. Each case runs in a fresh interpreter, since transformers binds fla's functions when
+was replaced. fla runs on CUDA tensors only, so the cases that play a GPU add "cpu" to
+`gdn_kernels.FLA_DEVICES`; without that, CPU tensors must take HF's torch code. Each case runs in a fresh interpreter, since transformers binds fla's functions when
 its Qwen3.5 module is first imported.
 """
 
@@ -24,6 +25,8 @@ import json, sys
 import torch
 from rl.models import fla_hopper, gdn_kernels
 calls = []
+if sys.argv[2] == "as_gpu":
+    gdn_kernels.FLA_DEVICES.add("cpu")
 if sys.argv[1] == "hopper":
     fla_hopper.needs_patch = lambda: True
     fla_hopper.chunk_bwd_dqkwg = lambda **kwargs: calls.append(sorted(kwargs))
@@ -43,9 +46,9 @@ print(json.dumps({{"calls": len(calls), "prepared": gdn_kernels.prepared(), "err
 """
 
 
-def _run(family: str, mode: str) -> dict:
+def _run(family: str, mode: str, device: str = "as_gpu") -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(FAKE_FLA), str(ROOT)]))
-    done = subprocess.run([sys.executable, "-c", SCRIPT.format(family=family), mode], env=env, cwd=ROOT,
+    done = subprocess.run([sys.executable, "-c", SCRIPT.format(family=family), mode, device], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -63,3 +66,29 @@ def test_without_the_fix_fla_refuses_the_backward_as_on_an_h200():
     out = _run("qwen3_5", "plain")
     assert out["prepared"] == {"hopper_backward": False, "fla_causal_conv": False}
     assert "chunk_bwd_dqkwg" in (out["error"] or "")
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
+def test_cpu_tensors_take_hf_torch_code_where_fla_is_importable(family):
+    # a GPU machine's CPU model (tiny twins, CPU tests): fla's Triton kernels cannot take its tensors
+    out = _run(family, "hopper", device="cpu")
+    assert out["error"] is None
+    assert out["calls"] == 0  # neither fla's backward nor its replacement ran
+
+
+def test_the_dispatch_refuses_packed_rows_off_fla():
+    import torch
+
+    from rl.models.gdn_kernels import on_device
+
+    def fla(x, cu_seqlens=None):
+        return "fla"
+
+    def torch_code(x, cu_seqlens=None):
+        return "torch"
+
+    rule = on_device(fla, torch_code)
+    assert rule(torch.zeros(1)) == "torch"
+    assert rule(torch.zeros(1), cu_seqlens=None) == "torch"
+    with pytest.raises(ValueError, match="cu_seqlens"):
+        rule(torch.zeros(1), cu_seqlens=torch.tensor([0, 1]))
