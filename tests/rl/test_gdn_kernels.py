@@ -3,8 +3,8 @@
 fla needs a GPU and Triton, so a stand-in with fla's module layout (tests/rl/fake_fla) plays it:
 like fla on an H200 under Triton 3.6, its backward refuses `chunk_bwd_dqkwg` unless that function
 was replaced. fla runs on CUDA tensors only, so the cases that play a GPU add "cpu" to
-`gdn_kernels.FLA_DEVICES`; without that, CPU tensors must take HF's torch code. Each case runs in a fresh interpreter, since transformers binds fla's functions when
-its Qwen3.5 module is first imported.
+`gdn_kernels.FLA_DEVICES`; without that, CPU tensors must take HF's torch code. Each case runs in a
+fresh interpreter, since transformers binds fla's functions when its Qwen3.5 module is first imported.
 """
 
 import json
