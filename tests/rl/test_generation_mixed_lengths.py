@@ -25,6 +25,9 @@ from rl.models.image_inputs import patchify
 torch.set_num_threads(1)
 LENGTHS = (9, 3, 6, 1, 7)  # rows of one batch; the longest needs no padding
 TOL = 1e-5
+# Teacher forcing runs on the CPU; a GPU's decode (fla's Triton kernels, which multiply fp32 in TF32)
+# is held to bf16 rounding there, as the proof asks (3e-4 seen on an H200, 2026-12-02).
+FORCED_TOL = {"graphs": 2.0 ** -8}
 MODES = ["eager", "static", pytest.param("graphs", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="CUDA graphs need a GPU; the static mode runs the same step uncaptured"))]
 COUNTER_MODES = ["eager_counter", "static_counter"]  # the GPU's draw (sampler.counter_uniforms), on the CPU
@@ -95,7 +98,7 @@ def test_text_rows_decode_as_alone(mode: str, family: str, order: str) -> None:
     with torch.no_grad():  # the right-padded rows are what teacher forcing scores
         forced = token_logprobs(m.cpu(), mixed.input_ids.cpu(), mixed.attention_mask.cpu())
     resp = mixed.response_mask.bool().cpu()
-    torch.testing.assert_close(forced[resp], mixed.gen_logprobs.cpu()[resp], atol=TOL, rtol=0)
+    torch.testing.assert_close(forced[resp], mixed.gen_logprobs.cpu()[resp], atol=FORCED_TOL.get(mode, TOL), rtol=0)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -107,7 +110,7 @@ def test_vision_rows_decode_as_alone(mode: str, order: str) -> None:
     with torch.no_grad():
         forced = token_logprobs(m.cpu(), mixed.input_ids.cpu(), mixed.attention_mask.cpu(), **images)
     resp = mixed.response_mask.bool().cpu()
-    torch.testing.assert_close(forced[resp], mixed.gen_logprobs.cpu()[resp], atol=TOL, rtol=0)
+    torch.testing.assert_close(forced[resp], mixed.gen_logprobs.cpu()[resp], atol=FORCED_TOL.get(mode, TOL), rtol=0)
 
 
 @pytest.mark.parametrize("mode", MODES)
