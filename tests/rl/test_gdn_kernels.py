@@ -47,7 +47,8 @@ print(json.dumps({{"calls": len(calls), "prepared": gdn_kernels.prepared(), "err
 
 
 def _run(family: str, mode: str, device: str = "as_gpu") -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(FAKE_FLA), str(ROOT)]))
+    # no GPU in the child, on a GPU machine too: the stand-in has no causal conv to install there
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(FAKE_FLA), str(ROOT)]), CUDA_VISIBLE_DEVICES="")
     done = subprocess.run([sys.executable, "-c", SCRIPT.format(family=family), mode, device], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
