@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 
 from rl.config import RunConfig, parse_config
-from rl.generation.decode_mode import resolve_decode
+from rl.generation.decode_mode import fp32_experts, resolve_decode
 from rl.placement import is_gpu, plan_placement
 
 __all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_file", "import_refusals", "importable",
@@ -199,7 +199,8 @@ def _generation_refusals(cfg: RunConfig) -> list[str]:
         return [f"generation.tp: {gen.tp}, but the {gen.backend} generation backend runs each replica "
                 f"unsharded (tp {backend.max_tp}); use generation.tp: {backend.max_tp}"]
     try:
-        resolve_decode(gen.decode, gpu=cfg.cluster.device != "cpu")
+        resolve_decode(gen.decode, gpu=cfg.cluster.device != "cpu",
+                       fp32_experts=fp32_experts(cfg.model.family, cfg.policy.precision))
     except ValueError as error:
         return [_one_line(error)]
     replicas = _replicas_refusal(cfg)

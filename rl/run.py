@@ -208,7 +208,7 @@ class Engine:
         from rl.cluster import Cluster, start_ray
         from rl.data.plane import plane_class
         from rl.envs import make_env
-        from rl.generation.decode_mode import resolve_decode
+        from rl.generation.decode_mode import fp32_experts, resolve_decode
         from rl.models import ImageLayout, build_model
         from rl.placement import plan_placement
         from rl.tokenizer import load_tokenizer
@@ -239,7 +239,8 @@ class Engine:
         ranks = [cluster.spawn(PolicyWorker, slot=placement.policy[r], name=f"policy-{r}", role="policy",
                                rank=r, world_size=world, data_plane=self.plane.worker_client, device=device)
                  for r in range(world)]
-        decode = resolve_decode(cfg.generation.decode, gpu=placement.gpu)
+        decode = resolve_decode(cfg.generation.decode, gpu=placement.gpu,
+                                fp32_experts=fp32_experts(cfg.model.family, cfg.policy.precision))
         gens = [] if distill else [
             cluster.spawn(GenerationWorker, slot=slot, name=f"generation-{i}", role="generation", rank=i,
                           device=device, precision=cfg.policy.precision, decode=decode)

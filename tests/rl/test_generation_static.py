@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rl.generation import generate, row_seeds
-from rl.generation.decode_mode import resolve_decode
+from rl.generation.decode_mode import fp32_experts, resolve_decode
 from rl.generation.static_decode import StaticDecoder, batch_bucket
 from rl.models import build_model
 
@@ -76,3 +76,14 @@ def test_resolve_decode() -> None:
         resolve_decode("graphs", gpu=False)
     with pytest.raises(ValueError, match="is not one of"):
         resolve_decode("fast", gpu=True)
+    assert resolve_decode("auto", gpu=True, fp32_experts=True) == "static"  # graphs would die at capture
+    assert resolve_decode("auto", gpu=False, fp32_experts=True) == "eager"
+    assert resolve_decode("static", gpu=True, fp32_experts=True) == "static"
+    with pytest.raises(ValueError, match="^generation.decode: graphs cannot capture the model's fp32 experts"):
+        resolve_decode("graphs", gpu=True, fp32_experts=True)
+
+
+def test_fp32_experts() -> None:
+    assert fp32_experts("qwen3_5_moe", "fp32")
+    assert not fp32_experts("qwen3_5_moe", "bf16")
+    assert not fp32_experts("qwen3_5", "fp32")

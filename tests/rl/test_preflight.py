@@ -152,6 +152,19 @@ def test_generation_replicas_the_engine_cannot_place_or_refit_are_refused():
         assert static_refusals(recipe(**fine)) == [], fine
 
 
+def test_graph_decoding_of_fp32_experts_on_a_gpu_is_refused_and_auto_decodes_static():
+    gpu = {"nodes": 1, "devices_per_node": 1, "device": "h200"}
+    moe = {"cluster": gpu, "model__family": "qwen3_5_moe", "policy__precision": "fp32", "policy__backend": "megatron",
+           "model__config": {"hidden_size": 64, "num_hidden_layers": 4, "moe_intermediate_size": 32}}
+    assert static_refusals(recipe(**moe, generation__decode="graphs")) == [
+        "generation.decode: graphs cannot capture the model's fp32 experts (Hugging Face's fp32 grouped-GEMM "
+        "fallback reads expert offsets on the host); use policy.precision: bf16, or generation.decode: static or auto"]
+    for fine in ({**moe, "generation__decode": "auto"}, {**moe, "generation__decode": "static"},
+                 {**moe, "policy__precision": "bf16", "generation__decode": "graphs"},
+                 {"cluster": gpu, "policy__precision": "fp32", "generation__decode": "graphs"}):
+        assert static_refusals(recipe(**fine)) == [], fine
+
+
 def test_distillation_refuses_generation_replicas_it_would_not_read():
     data = yaml.safe_load((ROOT / "recipes" / "xtoken_distill_cpu.yaml").read_text())
     data["generation"]["replicas"] = 2
