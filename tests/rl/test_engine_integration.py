@@ -61,7 +61,7 @@ def _start(recipe: Path, out: Path, *extra: str) -> subprocess.Popen:
                             text=True)
 
 
-def _run(recipe: Path, out: Path, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def _run(recipe: Path, out: Path, *extra: str, timeout: float = 480) -> subprocess.CompletedProcess:
     proc = _start(recipe, out, *extra)
     output, _ = proc.communicate(timeout=timeout)
     return subprocess.CompletedProcess(proc.args, proc.returncode, output)

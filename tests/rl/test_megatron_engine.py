@@ -53,7 +53,7 @@ SMALL = ("algorithm.num_steps=3", "algorithm.prompts_per_step=4", "policy.micro_
 DIGEST_RTOL = 1e-5
 
 
-def _run(tmp: Path, name: str, *overrides: str, timeout: float = 240) -> Path:
+def _run(tmp: Path, name: str, *overrides: str, timeout: float = 600) -> Path:
     data = load_recipe(RECIPE, [*SMALL, *overrides], scale="tiny").data
     out = tmp / name
     out.mkdir()
