@@ -112,31 +112,61 @@ def counter_uniforms(seeds: torch.Tensor, step: int | torch.Tensor) -> torch.Ten
 DRAW_BLOCK = 1024  # ids per block of the two-level draw
 
 
-def inverse_cdf_draw(logits: torch.Tensor, temperature: float, uniforms: torch.Tensor) -> torch.Tensor:
+def drawable_logits(logits: torch.Tensor, banned: torch.Tensor | None) -> torch.Tensor:
+    """The logits in float32 with the banned ids (a LongTensor on their device, or None) at -inf."""
+    logits = logits.float()
+    return logits.index_fill(1, banned, float("-inf")) if banned is not None and banned.numel() else logits
+
+
+def block_weights(logits: torch.Tensor, temperature: float,
+                  banned: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first level of `inverse_cdf_draw`: (the row max of the drawable logits, [B, 1] float32;
+    the float64 sum of exp((logit - max) / temperature) over each `DRAW_BLOCK` ids, [B, blocks]).
+
+    Elementwise and row reductions only, so the decode step's compiled forward computes it in the
+    same pass that reads its logits (`rl.generation.static_decode`), without a [B, V] weights copy."""
+    x = drawable_logits(logits, banned)
+    B, V = x.shape
+    m = x.amax(dim=-1, keepdim=True)
+    weights = torch.nn.functional.pad(((x - m) / temperature).exp(), (0, -(-V // DRAW_BLOCK) * DRAW_BLOCK - V))
+    return m, weights.view(B, -1, DRAW_BLOCK).sum(dim=-1, dtype=torch.float64)
+
+
+def draw_in_blocks(logits: torch.Tensor, temperature: float, uniforms: torch.Tensor, m: torch.Tensor,
+                   blocks: torch.Tensor, banned: torch.Tensor | None = None) -> torch.Tensor:
+    """The second level of `inverse_cdf_draw`, from `block_weights`' (m, blocks): the block where
+    u x total falls, then the cumulative sum of the weights inside that block only."""
+    B, V = logits.shape
+    n = blocks.shape[1]
+    ends = torch.cumsum(blocks, dim=-1)  # [B, n], inclusive
+    target = (uniforms.to(ends.device) * ends[:, -1]).unsqueeze(1)
+    block = torch.searchsorted(ends, target, right=True).clamp_(max=n - 1)  # [B, 1]
+    start = torch.where(block > 0, ends.gather(1, (block - 1).clamp_(min=0)), 0.0)
+    ids = block * DRAW_BLOCK + torch.arange(DRAW_BLOCK, device=logits.device)  # [B, DRAW_BLOCK]
+    x = logits.gather(1, ids.clamp(max=V - 1)).float()
+    drawable = ids < V
+    if banned is not None and banned.numel():
+        drawable &= ~torch.isin(ids, banned)
+    inside = torch.where(drawable, ((x - m) / temperature).exp(), 0.0)
+    cdf = torch.cumsum(inside, dim=-1, dtype=torch.float64)
+    at = torch.searchsorted(cdf, target - start, right=True).clamp_(max=DRAW_BLOCK - 1)
+    return (block * DRAW_BLOCK + at).squeeze(1).clamp_(max=V - 1)
+
+
+def inverse_cdf_draw(logits: torch.Tensor, temperature: float, uniforms: torch.Tensor,
+                     banned: torch.Tensor | None = None) -> torch.Tensor:
     """One token per row from softmax(logits / temperature), row r's at uniform `uniforms[r]`.
 
     The first id whose cumulative (unnormalised, float64) weight exceeds u x the row's total:
     an exact draw; a zero-weight id (a banned one, -inf) is never chosen. Fixed shapes, no host
     sync: it can be captured in a CUDA graph.
 
-    Two levels, because one cumulative sum along a 152k-id row is one GPU block per row (288 us
-    of a 2,215 us decode step at batch 64 on an H200, 2026-12-02): the float64 weight of each
-    block of `DRAW_BLOCK` ids, the block where u x total falls, then the cumulative sum inside
-    that block only."""
-    B, V = logits.shape
-    blocks = -(-V // DRAW_BLOCK)
-    weights = logits.new_zeros(B, blocks * DRAW_BLOCK)
-    torch.sub(logits, logits.amax(dim=-1, keepdim=True), out=weights[:, :V])
-    weights[:, :V].div_(temperature).exp_()
-    weights = weights.view(B, blocks, DRAW_BLOCK)
-    ends = torch.cumsum(weights.sum(dim=-1, dtype=torch.float64), dim=-1)  # [B, blocks], inclusive
-    target = (uniforms.to(ends.device) * ends[:, -1]).unsqueeze(1)
-    block = torch.searchsorted(ends, target, right=True).clamp_(max=blocks - 1)  # [B, 1]
-    start = torch.where(block > 0, ends.gather(1, (block - 1).clamp_(min=0)), 0.0)
-    inside = weights.gather(1, block.unsqueeze(2).expand(B, 1, DRAW_BLOCK)).squeeze(1)
-    cdf = torch.cumsum(inside, dim=-1, dtype=torch.float64)
-    at = torch.searchsorted(cdf, target - start, right=True).clamp_(max=DRAW_BLOCK - 1)
-    return (block * DRAW_BLOCK + at).squeeze(1).clamp_(max=V - 1)
+    Two levels (`block_weights`, then `draw_in_blocks`), because one cumulative sum along a
+    152k-id row is one GPU block per row (288 us of a 2,215 us decode step at batch 64 on an
+    H200, 2026-12-02): the float64 weight of each block of `DRAW_BLOCK` ids, the block where
+    u x total falls, then the cumulative sum inside that block only."""
+    m, blocks = block_weights(logits, temperature, banned)
+    return draw_in_blocks(logits, temperature, uniforms, m, blocks, banned)
 
 
 def use_counter_rng(device: torch.device | str, counter_rng: bool | None) -> bool:
@@ -153,12 +183,11 @@ def draw_tokens(logits: torch.Tensor, temperature: float, generators: Sequence[t
     otherwise row r draws from `generators[r]` only (`torch.multinomial`). `banned` (a LongTensor
     of ids on the logits' device) is masked before the draw.
     """
-    if banned is not None and banned.numel():
-        logits = logits.index_fill(1, banned, float("-inf"))
+    if generators is None and temperature != 0.0:
+        return inverse_cdf_draw(logits, temperature, counter_uniforms(seeds, step), banned)
+    logits = drawable_logits(logits, banned)
     if temperature == 0.0:
         return logits.argmax(dim=-1)
-    if generators is None:
-        return inverse_cdf_draw(logits, temperature, counter_uniforms(seeds, step))
     probs = torch.softmax(logits / temperature, dim=-1)
     return torch.cat([torch.multinomial(probs[r:r + 1], 1, generator=g) for r, g in enumerate(generators)]).squeeze(-1)
 

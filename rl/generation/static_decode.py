@@ -6,10 +6,18 @@ its time in the host. Here the cache is Hugging Face's `StaticCache` (attention 
 gated-delta-net conv/recurrent states, all updated in place at fixed addresses), and one
 iteration, "draw a token from the current logits, record it, run the model on it", is captured
 once per (batch bucket, cache length, greedy) and replayed: one graph launch a token, and one host
-sync every `SYNC_EVERY` tokens to stop once every row has ended. With graphs the model's decode
-forward is also put under `torch.compile` (inductor fuses the norms, rotary and gated-delta-rule
-arithmetic that eager runs as many small kernels; its own graphs are off, ours capture the
-compiled kernels together with the draw). The prompt's forward stays eager (its length varies).
+sync every `SYNC_EVERY` tokens to stop once every row has ended. With graphs the decode step,
+"the model's forward on the fed token, then the statistics the next draw and log-prob need", is
+also put under `torch.compile` (inductor fuses the norms, rotary and gated-delta-rule arithmetic
+that eager runs as many small kernels; its own graphs are off, ours capture the compiled kernels
+together with the draw). The prompt's forward stays eager (its length varies).
+
+The logits stay in the model's dtype (bf16 on a GPU; upcast from it exactly), and the step
+reduces them as it writes them: their log-sum-exp (`next_token_stats`, for the log-prob) and the
+first level of the two-level draw (`rl.generation.sampler.block_weights`). The draw then reads
+one block of ids per row. Eager, every token made float32 copies of the [B, V] logits (the copy,
+the draw's weights, log_softmax's output): ~660 MB of memory traffic a step at batch 64 and a
+152k vocabulary, where the fused reductions read the bf16 logits once.
 
 The same iteration runs uncaptured on the CPU (`use_graphs=False`), which is how CPU tests prove
 it produces what the eager loop does. Randomness: row r draws from its own generator, seeded
@@ -45,7 +53,17 @@ from rl.generation.prompt_layout import (
     prompt_positions,
     right_padded,
 )
-from rl.generation.sampler import _cache_kwarg, banned_ids, check_request, draw_tokens, use_counter_rng
+from rl.generation.sampler import (
+    DRAW_BLOCK,
+    _cache_kwarg,
+    banned_ids,
+    block_weights,
+    check_request,
+    counter_uniforms,
+    draw_in_blocks,
+    draw_tokens,
+    use_counter_rng,
+)
 from rl.models.image_inputs import image_forward_kwargs
 from rl.models.logprobs import gather_logprobs
 
@@ -71,12 +89,23 @@ def _pad_rows(x: torch.Tensor | None, rows: int, device: torch.device) -> torch.
     return torch.cat([x, x[:1].expand(rows - x.shape[0], *x.shape[1:])]) if rows > x.shape[0] else x
 
 
+def next_token_stats(logits: torch.Tensor, temperature: float, banned: torch.Tensor | None,
+                     blocks: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """What the next draw and log-prob read besides the logits [B, V]: logsumexp in float32 [B]
+    (`gather_logprobs`' `lse`), and with `blocks` `block_weights`' (row max, block weights)."""
+    lse = torch.logsumexp(logits.float(), dim=-1)
+    return (lse, *block_weights(logits, temperature, banned)) if blocks else (lse, None, None)
+
+
 @dataclass(kw_only=True)
 class _Slot:
     """The static buffers of one shape; every tensor keeps its address for the graph's lifetime."""
 
     cache: StaticCache
-    logits: torch.Tensor  # [Bb, V] float32, the logits the next draw reads
+    logits: torch.Tensor  # [Bb, V] in the model's dtype, the logits the next draw reads
+    lse: torch.Tensor  # [Bb] float32, their log-sum-exp
+    draw_max: torch.Tensor  # [Bb, 1] float32, their row max over drawable ids (the counter's draw)
+    draw_blocks: torch.Tensor  # [Bb, blocks] float64, `block_weights` (the counter's draw)
     tok_in: torch.Tensor  # [Bb, 1] the token the model is fed
     position: torch.Tensor  # [Bb, 1] its position; [3, Bb, 1] (t, h, w) for a vision-language model
     mask: torch.Tensor  # [Bb, P + N] long: 0 on prompt padding, 1 elsewhere
@@ -103,7 +132,7 @@ class StaticDecoder:
             raise ValueError(f"CUDA graphs need a CUDA device, the model is on {self.device}")
         self.counter = use_counter_rng(self.device, counter_rng)  # the graphs' draw on a GPU; a CPU test sets it
         self.cache_kw = _cache_kwarg(model)
-        self.decode_model = torch.compile(model, dynamic=False) if use_graphs else model
+        self.decode_step = torch.compile(self._step, dynamic=False) if use_graphs else self._step
         self.banned = banned_ids(model, self.device)
         self._slots: OrderedDict[tuple, _Slot] = OrderedDict()
 
@@ -129,7 +158,7 @@ class StaticDecoder:
         try:
             key = (Bb, P, max_new_tokens, temperature, eos_token_id, pad_token_id)
             slot = self._slot(key, prompt, images, temperature=temperature, eos=eos_token_id, pad=pad_token_id)
-            self._prefill(slot, prompt, images, seeds=seeds, pad=pad_token_id)
+            self._prefill(slot, prompt, images, seeds=seeds, temperature=temperature, pad=pad_token_id)
             run = slot.graph.replay if slot.graph is not None else (
                 lambda: self._iterate(slot, temperature=temperature, eos=eos_token_id, pad=pad_token_id))
             for i in range(max_new_tokens):
@@ -141,30 +170,49 @@ class StaticDecoder:
         return right_padded(prompt_ids, lengths, tokens=slot.tokens[:B].clone(), logprobs=slot.logprobs[:B].clone(),
                             live=slot.live[:B].clone(), done=slot.done[:B].clone(), pad=pad_token_id)
 
-    def _forward(self, slot: _Slot, input_ids: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor,
-                 *, decode: bool = False, **images: torch.Tensor) -> torch.Tensor:
-        model = self.decode_model if decode else self.model
-        out = model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=True,
-                    logits_to_keep=1, **{self.cache_kw: slot.cache}, **images)
-        return out.logits[:, -1].float()
+    def _block_draw(self, temperature: float) -> bool:
+        """Whether the draw reads the step's block weights: the counter's draw, when sampling."""
+        return self.counter and temperature != 0.0
+
+    def _step(self, cache: StaticCache, input_ids: torch.Tensor, position_ids: torch.Tensor,
+              attention_mask: torch.Tensor, temperature: float,
+              **images: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The model on `input_ids`: the last position's logits and their `next_token_stats`."""
+        out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=True,
+                         logits_to_keep=1, **{self.cache_kw: cache}, **images)
+        logits = out.logits[:, -1]
+        return (logits, *next_token_stats(logits, temperature, self.banned, self._block_draw(temperature)))
+
+    def _store(self, slot: _Slot, step: tuple[torch.Tensor, ...]) -> None:
+        logits, lse, m, blocks = step
+        slot.logits.copy_(logits)
+        slot.lse.copy_(lse)
+        if m is not None:
+            slot.draw_max.copy_(m)
+            slot.draw_blocks.copy_(blocks)
 
     def _iterate(self, slot: _Slot, *, temperature: float, eos: int, pad: int) -> None:
         """One token for every row: draw, record, feed it to the model. Fixed shapes, no host sync."""
-        tok = draw_tokens(slot.logits, temperature, slot.generators, self.banned, seeds=slot.seeds, step=slot.step)
+        if self._block_draw(temperature):  # `draw_tokens`' counter draw, its first level done by the step
+            tok = draw_in_blocks(slot.logits, temperature, counter_uniforms(slot.seeds, slot.step), slot.draw_max,
+                                 slot.draw_blocks, self.banned)
+        else:
+            tok = draw_tokens(slot.logits, temperature, slot.generators, self.banned, seeds=slot.seeds,
+                              step=slot.step)
         tok = torch.where(slot.done, pad, tok)
         column = slot.step
         slot.live.index_copy_(1, column, (~slot.done).long().unsqueeze(1))
         slot.tokens.index_copy_(1, column, tok.unsqueeze(1))
-        lp = torch.where(slot.done, 0.0, gather_logprobs(slot.logits, tok))
+        lp = torch.where(slot.done, 0.0, gather_logprobs(slot.logits, tok, slot.lse))
         slot.logprobs.index_copy_(1, column, lp.unsqueeze(1))
         slot.done.logical_or_(tok == eos)
         slot.step.add_(1)
         slot.tok_in.copy_(tok.unsqueeze(1))
-        slot.logits.copy_(self._forward(slot, slot.tok_in, slot.position, slot.mask, decode=True))
+        self._store(slot, self.decode_step(slot.cache, slot.tok_in, slot.position, slot.mask, temperature))
         slot.position.add_(1)
 
     def _prefill(self, slot: _Slot, prompt: LeftPadded, images: dict[str, torch.Tensor], *, seeds: torch.Tensor,
-                 pad: int) -> None:
+                 temperature: float, pad: int) -> None:
         """Reset the slot's buffers in place and run the prompt (eagerly, with its images) into its cache."""
         slot.cache.reset()  # in place: zeroed K/V and states, write position 0, "prefill next"
         P = prompt.ids.shape[1]
@@ -172,7 +220,7 @@ class StaticDecoder:
         slot.mask.fill_(1)
         slot.mask[:, :P].copy_(mask)
         positions, following = prompt_positions(self.model, prompt, images)
-        slot.logits.copy_(self._forward(slot, prompt.ids, positions, slot.mask[:, :P], **images))
+        self._store(slot, self._step(slot.cache, prompt.ids, positions, slot.mask[:, :P], temperature, **images))
         slot.position.copy_(following)
         slot.done.zero_()
         slot.step.zero_()
@@ -192,10 +240,14 @@ class StaticDecoder:
             self._slots.popitem(last=False)
         Bb, P, n = key[0], key[1], key[2]
         d = self.device
-        vocab = self.model.get_output_embeddings().weight.shape[0]
+        head = self.model.get_output_embeddings().weight
+        vocab = head.shape[0]
         slot = _Slot(
             cache=StaticCache(config=self.model.config, max_cache_len=P + n),
-            logits=torch.zeros(Bb, vocab, dtype=torch.float32, device=d),
+            logits=torch.zeros(Bb, vocab, dtype=head.dtype, device=d),
+            lse=torch.zeros(Bb, dtype=torch.float32, device=d),
+            draw_max=torch.zeros(Bb, 1, dtype=torch.float32, device=d),
+            draw_blocks=torch.zeros(Bb, -(-vocab // DRAW_BLOCK), dtype=torch.float64, device=d),
             tok_in=torch.zeros(Bb, 1, dtype=torch.long, device=d),
             position=torch.zeros((3, Bb, 1) if self.vision else (Bb, 1), dtype=torch.long, device=d),
             mask=torch.ones(Bb, P + n, dtype=torch.long, device=d),
@@ -216,7 +268,7 @@ class StaticDecoder:
                  eos: int, pad: int) -> torch.cuda.CUDAGraph:
         """Warm the step up on a side stream (compiles the decode forward, allocates), then capture
         one iteration."""
-        self._prefill(slot, prompt, images, seeds=torch.arange(len(slot.seeds)), pad=pad)
+        self._prefill(slot, prompt, images, seeds=torch.arange(len(slot.seeds)), temperature=temperature, pad=pad)
         side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):

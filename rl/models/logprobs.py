@@ -13,10 +13,14 @@ from transformers import PreTrainedModel
 from rl.models.image_inputs import image_forward_kwargs
 
 
-def gather_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
-    """log_softmax(logits)[..., token_ids] computed in fp32; shapes [..., V] and [...] -> [...]."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return logp.gather(-1, token_ids.unsqueeze(-1)).squeeze(-1)
+def gather_logprobs(logits: torch.Tensor, token_ids: torch.Tensor, lse: torch.Tensor | None = None) -> torch.Tensor:
+    """log_softmax(logits)[..., token_ids] in fp32 as logit - logsumexp(logits); [..., V], [...] -> [...].
+
+    Logits of any float dtype: only the picked logit and the log-sum-exp are upcast, so compiled
+    (the megatron backend's `policy.compile`, the decode step) it reads bf16 logits once, with no
+    [..., V] fp32 copy. `lse`: logsumexp(logits.float(), -1) when the caller has it already."""
+    picked = logits.gather(-1, token_ids.unsqueeze(-1)).squeeze(-1).float()
+    return picked - (torch.logsumexp(logits.float(), dim=-1) if lse is None else lse)
 
 
 def token_logprobs(

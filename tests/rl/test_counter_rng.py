@@ -75,6 +75,19 @@ def test_the_two_level_draw_is_the_flat_inverse_cdf_across_blocks() -> None:
     assert len(set((tokens // DRAW_BLOCK).tolist())) == 5  # every block drawn from
 
 
+def test_banned_ids_and_bf16_logits_draw_as_their_masked_float32_copy() -> None:
+    # the decode step hands the draw bf16 logits and the banned ids, never a masked float32 copy
+    rows, vocab = 512, 3000
+    raw = torch.randn(rows, vocab, generator=torch.Generator().manual_seed(1)).mul(3).bfloat16()
+    banned = torch.arange(0, vocab, 3)
+    masked = raw.float().index_fill(1, banned, float("-inf"))
+    u = counter_uniforms(torch.arange(rows), 3)
+    for temperature in (1.0, 0.6):
+        want = inverse_cdf_draw(masked, temperature, u)
+        assert torch.equal(inverse_cdf_draw(raw, temperature, u, banned), want)
+        assert int((want % 3 == 0).sum()) == 0
+
+
 def test_draw_tokens_bans_and_goes_greedy() -> None:
     logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 0.0]])
     banned = torch.tensor([1])

@@ -1,24 +1,27 @@
-"""The fused log-prob of `policy.compile` equals log_softmax + gather (eager here; compiled on GPU)."""
+"""The one log-prob formula (`gather_logprobs`, compiled by `policy.compile`) equals log_softmax + gather."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from rl.backends.megatron.compile import CPU_REFUSAL, next_token_logprobs
+from rl.backends.megatron.compile import CPU_REFUSAL
 from rl.config import parse_config
 from rl.models.logprobs import gather_logprobs
 from rl.preflight import static_refusals
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_next_token_logprobs_matches_log_softmax(dtype: torch.dtype) -> None:
+def test_gather_logprobs_matches_log_softmax(dtype: torch.dtype) -> None:
     g = torch.Generator().manual_seed(0)
     logits = (torch.randn(3, 7, 50, generator=g) * 4).to(dtype)
     labels = torch.randint(0, 50, (3, 7), generator=g)
-    got = next_token_logprobs(logits, labels)
+    got = gather_logprobs(logits, labels)
     assert got.dtype == torch.float32
-    torch.testing.assert_close(got, gather_logprobs(logits, labels), atol=1e-5, rtol=0)
+    expected = torch.log_softmax(logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    lse = torch.logsumexp(logits.float(), dim=-1)
+    assert torch.equal(gather_logprobs(logits, labels, lse), got)  # a caller's own log-sum-exp: the same bits
 
 
 def test_compile_is_refused_on_cpu_and_for_the_torch_backend() -> None:

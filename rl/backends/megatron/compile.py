@@ -6,7 +6,7 @@ many small kernels launched from Python, and an eager 1-GPU step is bound by the
 docs/benchmarks.md). Compiled, each layer's elementwise work fuses. The log-prob is the other
 half: eager, megatron upcasts the whole [B, T, V] logits to fp32 (Float16Module's fp32 output,
 then the cross-entropy's own copies); compiled with `tp == 1` it reads the bf16 logits once and
-does the log-sum-exp in fp32 in one fused pass (`next_token_logprobs`), so the model is asked for
+does the log-sum-exp in fp32 in one fused pass (`rl.models.logprobs.gather_logprobs`), so the model is asked for
 its logits in bf16 (`fp32_output=False`).
 """
 
@@ -19,17 +19,12 @@ from typing import Callable
 import torch
 
 from rl.backends.megatron import fla_ops
+from rl.models.logprobs import gather_logprobs
 
 CPU_REFUSAL = "policy.compile: torch.compile of the megatron layers needs a GPU (cluster.device is cpu); set it false"
 
 
-def next_token_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """log p(labels) under `logits` [..., V] (any float dtype), fp32 math: logit - logsumexp."""
-    picked = logits.gather(-1, labels.unsqueeze(-1)).squeeze(-1).float()
-    return picked - torch.logsumexp(logits.float(), dim=-1)
-
-
-compiled_next_token_logprobs = torch.compile(next_token_logprobs, dynamic=None)
+compiled_next_token_logprobs = torch.compile(gather_logprobs, dynamic=None)
 
 
 def quiet_default_tp_group() -> None:
