@@ -4,8 +4,10 @@ Operands are zero-padded to a fixed width, so with a one-token-per-character tok
 prompt of a task has the same token length and a batch of prompts needs no padding (the sampler
 takes prompts of any lengths, but an unpadded batch costs no padded slots). `zero_pad: false`
 writes operands without leading zeros ("7+12="), so prompts differ in length: the mixed-length
-parity recipe's data. Subtraction orders its operands (larger first), so answers are always
-non-negative digit strings.
+parity recipe's data. `questions: N` asks each problem in one of the first N of QUESTIONS ("3+4=",
+"what is 3+4?", ...): prompts of mixed lengths over the same sums, as easy to learn as the bare
+ones. Subtraction orders its operands (larger first), so answers are always non-negative digit
+strings.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from rl.envs.registry import Problem, register_env
 
 OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 EOS_TEXT = "<eos>"  # a completion decoded with special tokens kept ends here
+# What `questions: N` draws from, its first N, "{}" the expression (tokenizer `arith`'s characters only).
+QUESTIONS = ("{}=", "what is {}?", "compute {}.", "what is the value of {}?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +33,7 @@ class ArithParams:
     digits: operand width (zero-padded); default: the width of max_operand.
     zero_pad: false writes operands without leading zeros (prompts of varied length; `digits`
         is then the widest operand).
+    questions: how many of QUESTIONS a problem's prompt is drawn from (1: always the bare "a+b=").
     """
 
     max_operand: int = 20
@@ -36,6 +41,7 @@ class ArithParams:
     ops: tuple[str, ...] = ("+",)
     digits: int | None = None
     zero_pad: bool = True
+    questions: int = 1
 
     @classmethod
     def from_dict(cls, params: dict) -> "ArithParams":
@@ -64,6 +70,9 @@ class ArithParams:
             raise ValueError(
                 f"task.params.min_operand: {self.min_operand} exceeds max_operand {self.max_operand}"
             )
+        if not isinstance(self.questions, int) or isinstance(self.questions, bool) or \
+                not 1 <= self.questions <= len(QUESTIONS):
+            raise ValueError(f"task.params.questions: expected 1 to {len(QUESTIONS)}, got {self.questions!r}")
         if not isinstance(self.zero_pad, bool):
             raise ValueError(f"task.params.zero_pad: expected true or false, got {self.zero_pad!r}")
         if self.digits is not None and (not isinstance(self.digits, int) or self.digits < len(str(self.max_operand))):
@@ -86,24 +95,28 @@ class ArithEnv:
         params = asdict(self.params)
         params["ops"] = list(params["ops"])
         params["digits"] = self.params.width
+        if params["questions"] == 1:  # left out at its default: specs (and warm-start keys) from before it stay
+            del params["questions"]
         return {"name": self.name, "params": params}
 
     @property
     def prompt_chars(self) -> int:
-        """Length of the longest prompt (of every prompt, with zero_pad): two operands, an operator and '='."""
-        return 2 * self.params.width + 2
+        """Length of the longest prompt (of every prompt, with zero_pad and one question): two operands,
+        an operator, in the longest of the questions drawn from."""
+        return 2 * self.params.width + 1 + max(len(q) - 2 for q in QUESTIONS[: self.params.questions])
 
-    def render(self, a: int, op: str, b: int) -> Problem:
+    def render(self, a: int, op: str, b: int, question: int = 0) -> Problem:
         w = self.params.width if self.params.zero_pad else 0
         if op == "-" and a < b:
             a, b = b, a
-        return Problem(prompt=f"{a:0{w}d}{op}{b:0{w}d}=", answer=str(OPS[op](a, b)))
+        return Problem(prompt=QUESTIONS[question].format(f"{a:0{w}d}{op}{b:0{w}d}"), answer=str(OPS[op](a, b)))
 
     def sample(self, n: int, *, seed: int, step: int) -> list[Problem]:
         # A string seed is hashed with SHA-512 by `random`: stable across runs and platforms.
         rng = random.Random(f"arith:{seed}:{step}")
-        lo, hi, ops = self.params.min_operand, self.params.max_operand, self.params.ops
-        return [self.render(rng.randint(lo, hi), rng.choice(ops), rng.randint(lo, hi)) for _ in range(n)]
+        lo, hi, ops, q = self.params.min_operand, self.params.max_operand, self.params.ops, self.params.questions
+        return [self.render(rng.randint(lo, hi), rng.choice(ops), rng.randint(lo, hi),
+                            rng.randrange(q) if q > 1 else 0) for _ in range(n)]
 
     def score(self, problem: Problem, completion: str) -> float:
         """1.0 when the completion, cut at eos and stripped, is exactly the answer."""

@@ -39,6 +39,21 @@ def test_without_zero_pad_prompts_differ_in_length() -> None:
         env(zero_pad="no")
 
 
+def test_questions_ask_the_same_sums_in_prompts_of_mixed_lengths() -> None:
+    bare, asked = env(max_operand=9), env(max_operand=9, questions=2)
+    tok = load_tokenizer("arith")
+    problems = asked.sample(200, seed=0, step=1)
+    assert {len(tok(p.prompt, add_special_tokens=False)["input_ids"]) for p in problems} == {4, 12}
+    assert max(len(p.prompt) for p in problems) == asked.prompt_chars == 12
+    assert asked.render(3, "+", 4, 1) == Problem(prompt="what is 3+4?", answer="7")
+    assert {p.prompt for p in problems} - {p.prompt for p in bare.sample(200, seed=0, step=1)}  # not all bare
+    assert bare.sample(50, seed=3, step=2) == env(max_operand=9, questions=1).sample(50, seed=3, step=2)
+    assert asked.spec["params"]["questions"] == 2 and "questions" not in bare.spec["params"]
+    for value in (0, 5, True, "2"):
+        with pytest.raises(ValueError, match="task.params.questions"):
+            env(questions=value)
+
+
 def test_answers_are_correct_and_nonnegative() -> None:
     e = env(max_operand=20, ops=["+", "-", "*"])
     ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
