@@ -67,13 +67,17 @@ def cmdlines_with(needle: str) -> list[str]:
 
 
 def files_with(root: Path, needle: str) -> list[str]:
+    """The files under `root` that hold `needle`. os.walk, not rglob: the private Ray removes its
+    dir while the run ends, and a folder gone mid-walk is skipped instead of raising."""
     hits = []
-    for path in root.rglob("*") if root.is_dir() else []:
-        try:
-            if path.is_file() and not path.is_socket() and needle.encode() in path.read_bytes():
-                hits.append(str(path))
-        except OSError:
-            continue
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder, name)
+            try:
+                if path.is_file() and not path.is_socket() and needle.encode() in path.read_bytes():
+                    hits.append(str(path))
+            except OSError:
+                continue  # gone meanwhile
     return hits
 
 
