@@ -26,7 +26,8 @@ targets (GPUs, about how long):
   grouped-experts                    grouped expert GEMMs against a per-expert loop, and their speed (1, 1 min)
   generation                         our decoders against HF `generate`: twin, dense_1b hybrid, VLM twin (1, 8 min)
   llm-seeds | vlm-seeds              the h200x2 twin through `harness run`, seeds 42, 7, 123 side by side (2, 9 min)
-  smoke-seeds                        the GPU smoke suite's learning twins (h200x1) on seeds 42, 7, 123: its thresholds (1, 8 min)
+  smoke-seeds [TWINS [SEEDS [OVR...]]] the GPU smoke suite's learning twins (h200x1) on seeds 42, 7, 123: its thresholds (1, 8 min)
+  padding-grads                      a right-padded batch of mixed lengths against its rows alone: log-probs, gradients (1, 2 min)
   vlm-decode                         the VLM twin in the engine, CUDA-graph decode against eager, one GPU (1, 7 min)
   refit-nccl                         refit over NCCL (generation on its own GPU) against colocated (2, 5 min)
   parity                             the parity recipe, legacy against TQ data path at tolerance 0, one GPU (1, 4 min)
@@ -118,15 +119,20 @@ case "$TARGET" in
     harness_runs 540 $p-42 $recipe --scale h200x2 algorithm.seed=42 -- $p-7 $recipe --scale h200x2 algorithm.seed=7 \
       -- $p-123 $recipe --scale h200x2 algorithm.seed=123
     python3 bench/run_summary.py /tmp/runs/$p-42 /tmp/runs/$p-7 /tmp/runs/$p-123 | record engine ;;
+  padding-grads)
+    timeout 300 torchrun --standalone --nproc_per_node 1 bench/padding_grads.py "$@" > /tmp/padding_grads.log 2>&1
+    echo "padding-grads: exit $?" >&2; grep '^{' /tmp/padding_grads.log | record padding_grads
+    grep -v '^{' /tmp/padding_grads.log | grep -iE "error|Traceback" -A3 | tail -20 >&2 ;;
   smoke-seeds)
     # The h200x1 checks of the smoke suite's recipes are derived from these 9 runs, side by side on one
     # GPU; their metrics come back as one $OUT/smoke_seeds.tgz (the 8-file limit on what returns).
-    # `smoke-seeds [TWINS [SEEDS]]`: TWINS of llm,vlm,distill and SEEDS (default all, 42,7,123).
+    # `smoke-seeds [TWINS [SEEDS [OVERRIDES...]]]`: TWINS of llm,vlm,distill, SEEDS (default all,
+    # 42,7,123) and recipe overrides for every run (a candidate twin, before it is written in).
     runs=(); names=()
     for s in $(echo "${2:-42,7,123}" | tr , ' '); do
       for pair in llm:qwen3_5_35b vlm:qwen3_5_35b_vlm distill:xtoken_distill_qwen3_5; do
         [[ ",${1:-llm,vlm,distill}," == *",${pair%%:*},"* ]] || continue
-        runs+=(${pair%%:*}-$s recipes/${pair#*:}.yaml --scale h200x1 algorithm.seed=$s --); names+=(${pair%%:*}-$s)
+        runs+=(${pair%%:*}-$s recipes/${pair#*:}.yaml --scale h200x1 algorithm.seed=$s "${@:3}" --); names+=(${pair%%:*}-$s)
       done
     done
     mkdir -p /tmp/smoke-seeds-tgz; OUT=/tmp/smoke-seeds-tgz harness_runs 500 "${runs[@]}"
