@@ -127,17 +127,19 @@ case "$TARGET" in
     # The h200x1 checks of the smoke suite's recipes are derived from these 9 runs, side by side on one
     # GPU; their metrics come back as one $OUT/smoke_seeds.tgz (the 8-file limit on what returns).
     # `smoke-seeds [TWINS [SEEDS [OVERRIDES...]]]`: TWINS of llm,vlm,distill, SEEDS (default all,
-    # 42,7,123) and recipe overrides for every run (a candidate twin, before it is written in).
-    runs=(); names=()
+    # 42,7,123) and recipe overrides for every run (a candidate twin, before it is written in);
+    # SEEDS_NAME=X prefixes the runs' names and the archive's (two candidates side by side).
+    runs=(); names=(); tag=${SEEDS_NAME:+${SEEDS_NAME}_}
     for s in $(echo "${2:-42,7,123}" | tr , ' '); do
       for pair in llm:qwen3_5_35b vlm:qwen3_5_35b_vlm distill:xtoken_distill_qwen3_5; do
         [[ ",${1:-llm,vlm,distill}," == *",${pair%%:*},"* ]] || continue
-        runs+=(${pair%%:*}-$s recipes/${pair#*:}.yaml --scale h200x1 algorithm.seed=$s "${@:3}" --); names+=(${pair%%:*}-$s)
+        runs+=($tag${pair%%:*}-$s recipes/${pair#*:}.yaml --scale h200x1 algorithm.seed=$s "${@:3}" --)
+        names+=($tag${pair%%:*}-$s)
       done
     done
     mkdir -p /tmp/smoke-seeds-tgz; OUT=/tmp/smoke-seeds-tgz harness_runs 500 "${runs[@]}"
     (cd /tmp/runs && python3 "$OLDPWD/bench/run_summary.py" "${names[@]}") | record engine
-    tar czf "${OUT:-/tmp}/smoke_seeds.tgz" --exclude=checkpoints --exclude='*.pt' -C /tmp/runs "${names[@]}" ;;
+    tar czf "${OUT:-/tmp}/${tag}smoke_seeds.tgz" --exclude=checkpoints --exclude='*.pt' -C /tmp/runs "${names[@]}" ;;
   vlm-decode)
     for decode in auto eager; do
       harness_runs 200 vlm-$decode recipes/qwen3_5_35b_vlm.yaml --scale h200x2 cluster.devices_per_node=1 \
