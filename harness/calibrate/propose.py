@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from harness.calibrate.bounds import Part, exact, joined, parts_of, with_bounds
-from harness.calibrate.margin import FLOOR, LOAD_FLOOR, fmt, load_sensitive, placed
+from harness.calibrate.margin import NoBound, fmt, margins_of, placed
 from harness.calibrate.runs import CalibrationRun
 from harness.checks.judge import judge_threshold
 from harness.selftest.domains import DOMAINS
@@ -129,14 +129,17 @@ def calibrate_part(part: Part, runs: Sequence[CalibrationRun], values: list[floa
                                    f"exact, tolerance 0")
     if any(bound.side is None for bound in part.bounds):
         return f"{part.text} is exact, but the runs differ: {measured}"
-    floor = LOAD_FLOOR if load_sensitive(metric_names(part.statistic)) else FLOOR
+    margins = margins_of(metric_names(part.statistic))
     new_values, rules = [], []
     for bound, edge in zip(part.bounds, edges):
         if edge:
             new_values.append(bound.value)
             rules.append(f"{fmt(bound.value)} kept: {edge}")
         else:
-            placement = placed(values, bound.side, floor=floor, typical=_typical(part, runs))
+            try:
+                placement = placed(values, bound.side, margins=margins, typical=_typical(part, runs))
+            except NoBound as error:
+                return f"{part.text}: {error}; {measured}"
             new_values.append(placement.bound)
             rules.append(placement.rule)
     sd = statistics.stdev(values)
