@@ -5,8 +5,10 @@ Per part (harness/calibrate/bounds.py), in this order:
 * a bound on its metric's domain edge (`min(total_flops) > 0`, harness/selftest/domains.py):
   it says what the metric must be, not where a seed ends, so it is kept;
 * every metric the statistic reads is bit-identical in every run (the same steps, the same
-  values): `statistic == value`, an exact check with tolerance 0;
-* otherwise each bound is placed outside the runs' spread (harness/calibrate/margin.py).
+  values): `statistic == value`, an exact check with tolerance 0, unless the statistic is
+  rounding error (harness/calibrate/rounding.py), which another CPU rounds differently;
+* otherwise each bound is placed outside the runs' spread (harness/calibrate/margin.py), an
+  upper bound on rounding error at least two decades above it and the metric's floor.
 A default check's constants are placeholders: they are always placed, never kept as edges.
 A part whose statistic cannot be measured on some run, or an `==` the runs do not agree on,
 leaves the check unwritten, with the reason.
@@ -22,8 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from harness.calibrate.bounds import Part, exact, joined, parts_of, with_bounds
+from harness.calibrate.bounds import HIGH, VALUE_FUNCS, Part, exact, joined, parts_of, with_bounds
 from harness.calibrate.margin import NoBound, fmt, margins_of, placed
+from harness.calibrate.rounding import above_rounding, rounding_of
 from harness.calibrate.runs import CalibrationRun
 from harness.checks.judge import judge_threshold
 from harness.selftest.domains import DOMAINS
@@ -32,7 +35,6 @@ from harness.thresholds import ThresholdCheck, ThresholdSyntaxError, metric_name
 from harness.thresholds.tree import Call
 
 KEPT, EDGE, EXACT, BAND = "kept", "edge", "exact", "band"
-VALUE_FUNCS = ("mean", "median", "min", "max", "first", "last", "percentile")  # a value of the metric
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,12 +124,15 @@ def calibrate_part(part: Part, runs: Sequence[CalibrationRun], values: list[floa
     if all(edges):
         return PartChange(rule=EDGE, old=part.text, new=part.text, statistic=stat, values=tuple(values),
                           evidence=f"{part.text} kept: {'; '.join(edges)}; {measured}")
-    if identical(part, runs):
+    rounding = rounding_of(part.statistic)
+    if identical(part, runs) and rounding is None:
         new = unparse(exact(part.statistic, values[0]))
         return PartChange(rule=EXACT, old=part.text, new=new, statistic=stat, values=tuple(values),
                           evidence=f"{stat} = {values[0]!r} on every run, its series bit-identical step by step: "
                                    f"exact, tolerance 0")
     if any(bound.side is None for bound in part.bounds):
+        if rounding is not None:
+            return f"{part.text} is exact on rounding error, which differs between CPUs: {measured}"
         return f"{part.text} is exact, but the runs differ: {measured}"
     margins = margins_of(metric_names(part.statistic))
     new_values, rules = [], []
@@ -140,6 +145,8 @@ def calibrate_part(part: Part, runs: Sequence[CalibrationRun], values: list[floa
                 placement = placed(values, bound.side, margins=margins, typical=_typical(part, runs))
             except NoBound as error:
                 return f"{part.text}: {error}; {measured}"
+            if rounding is not None and bound.side == HIGH:
+                placement = above_rounding(placement, values, rounding)
             new_values.append(placement.bound)
             rules.append(placement.rule)
     sd = statistics.stdev(values)

@@ -64,6 +64,36 @@ def test_a_deterministic_metric_gets_an_exact_check(tmp_path):
         in proposed.why
 
 
+def kl_rows(largest):
+    """Rows whose max train/gen_kl_error is the seed's `largest`."""
+    def rows(step, seed):
+        return {**row(step, seed), "train/gen_kl_error": largest[seed] * (1 + step % 3) / 3}
+    return rows
+
+
+@pytest.mark.parametrize("largest, bound", [
+    ({42: 2e-9, 7: 5e-9, 123: 8e-9}, "1e-06"),  # the CPU box: 100 x 8e-9 is under the floor
+    ({42: 4.26e-6, 7: 3.9e-6, 123: 4.1e-6}, "0.000426"),  # an H200's fla kernels: 100 x the largest
+])
+def test_an_in_sync_error_gets_a_bound_well_above_rounding_on_any_cpu(tmp_path, capsys, largest, bound):
+    # 3 sd or 10% beyond the largest seed would sit 1.3-1.5x above it: another CPU rounds past that
+    code, out, _ = calibrate(tmp_path, {"recipe": "r", "checks": [
+        check("generator_in_sync", "max(train/gen_kl_error) < 1e-2", hardware=["cpu"])]}, rows=kl_rows(largest))
+    assert code == 0, capsys.readouterr().out
+    proposed = by_name(out)["generator_in_sync"]
+    assert proposed.expr == f"max(train/gen_kl_error) < {bound}"
+    assert "the metric is rounding error and rounding differs between CPUs" in proposed.why
+
+
+def test_rounding_error_bit_identical_on_every_seed_is_not_made_exact(tmp_path, capsys):
+    code, out, _ = calibrate(tmp_path, {"recipe": "r", "checks": [
+        check("generator_in_sync", "max(train/gen_kl_error) < 1e-2", hardware=["cpu"]),
+        check("kl_exact", "max(train/gen_kl_error) == 3e-9", hardware=["cpu"])]})
+    assert code == 1
+    assert "why not: max(train/gen_kl_error) == 3e-09 is exact on rounding error" in capsys.readouterr().out
+    assert by_name(out)["generator_in_sync"].expr == "max(train/gen_kl_error) < 1e-06"
+
+
 def test_same_seed_reruns_make_every_bound_exact(tmp_path):
     code, out, runs = calibrate(tmp_path, {"recipe": "r", "checks": [
         check("reward_final", "mean(train/reward, -10) > 0.5", hardware=["cpu"])]}, seeds=(42, 42))
