@@ -189,8 +189,8 @@ def _written(proposal: Proposal, changes: list[PartChange], *, hardware: str, to
     except ThresholdSyntaxError as error:  # a bound past the language's limits (1e18)
         return dataclasses.replace(proposal, parts=tuple(changes)).rejected(f"the proposed bound cannot be "
                                                                             f"written: {error}")
-    unchanged = unparse(tree) == unparse(source.tree)
-    if unchanged and not proposal.default:  # nothing moved: its why and since still say how it was set
+    unchanged = all(change.new == change.old for change in changes)  # `a and (b and c)` rejoined is no move
+    if unchanged and not proposal.default:  # nothing moved: its why, since and scope still say how it was set
         return dataclasses.replace(proposal, check=source, parts=tuple(changes))
     evidence = "; ".join(change.evidence for change in changes)
     why = f"{source.why} {evidence}. {provenance}" if proposal.default else f"{evidence}. {provenance}"

@@ -139,9 +139,9 @@ def main(args: argparse.Namespace) -> int:
     print(f"calibrate {name} on {hardware} from {len(runs)} runs: "
           + ", ".join(f"{r.label} ({r.shown})" for r in runs))
     print(format_proofs(proposals, proofs), end="")
-    checks, notes = file_checks(current, proposals, hardware=hardware)
-    for note in notes:
-        print(f"note: {note}")
+    checks, scopes = file_checks(current, proposals, hardware=hardware)
+    for check_name, scope in scopes.items():
+        print(f"note: {check_name}: {scope}")
     if not any(p.check is not None for p in proposals):
         print("no check could be proven: no file written")
         return 1
@@ -156,6 +156,6 @@ def main(args: argparse.Namespace) -> int:
           "for other hardware")
     if args.diff:
         was = shown(current_path) if current_path and current_path.exists() else None
-        print("\n".join(diff_lines(proposals, current=was, proposed=shown(out))))
+        print("\n".join(diff_lines(proposals, current=was, proposed=shown(out), scopes=scopes)))
     unwritten = [p for p in proposals if p.check is None and not p.not_applicable]
     return 1 if unwritten else 0
