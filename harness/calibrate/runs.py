@@ -126,6 +126,8 @@ def _read(run_dir: Path, *, parity: bool) -> CalibrationRun:
     variants = []
     for name in names:
         sub = run_dir / name
+        if sub.is_symlink():  # another run's path would be judged as this seed's
+            raise UsageError(f"{sub}: a symlink; a parity run's variant dirs are not followed")
         sub_recipe = _recipe_of(sub)
         if sub_recipe["algorithm"]["num_steps"] != recipe["algorithm"]["num_steps"]:
             raise UsageError(f"{sub}: {sub_recipe['algorithm']['num_steps']} steps, its parity run "

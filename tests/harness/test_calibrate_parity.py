@@ -3,6 +3,7 @@ path judged as `harness check` judges it, and the seed counted once in the sprea
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from calibrate_runs import PARITY, check, row, write_parity_run, write_recipe, write_run
@@ -103,3 +104,12 @@ def test_a_damaged_parity_section_is_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "checks.parity must be a mapping of variants (plain names) and a tolerance >= 0" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_variant_dir_that_is_a_symlink_to_another_run_is_refused(tmp_path, capsys):
+    recipe = write_recipe(tmp_path / "recipe", thresholds=CHECKS, parity=PARITY)
+    runs = [write_parity_run(tmp_path / "runs" / f"seed-{seed}", seed) for seed in (42, 7)]
+    shutil.rmtree(runs[1] / "tq")
+    (runs[1] / "tq").symlink_to(runs[0] / "tq")
+    assert main(["calibrate", str(recipe), "--runs", *map(str, runs)]) == 2
+    assert "tq: a symlink; a parity run's variant dirs are not followed" in capsys.readouterr().err
