@@ -16,6 +16,7 @@ from harness.selftest.probes import conjuncts
 from harness.thresholds import Expr, unparse
 from harness.thresholds.tree import BoolOp, Compare, Neg, Num, constant_value
 
+VALUE_FUNCS = ("mean", "median", "min", "max", "first", "last", "percentile")  # a value of the metric
 LOW, HIGH = "low", "high"  # the statistic must stay above / below the bound
 # (op, is the constant right of the statistic) -> the bound's side; `==` and `!=` have none
 _SIDE = {(">", True): LOW, (">=", True): LOW, ("<", True): HIGH, ("<=", True): HIGH,

@@ -1,14 +1,14 @@
 """`harness calibrate --diff`: the proposed checks against the current file's, check by check.
 
-Each check is `same`, `moved` (each bound that moved: old -> new, by how much, and the
-evidence, the proposed `why`), `removed` (in the current file, not proven: why not), `new`
-(a default check for a file that had none for the hardware) or `not added` (a default that
-could not be proven).
+Each check is `same`, `moved` (each bound that moved: old -> new, by how much, its scope when
+its hardware classes changed, and the evidence, the proposed `why`), `removed` (in the current
+file, not proven: why not), `new` (a default check for a file that had none for the hardware) or
+`not added` (a default that could not be proven).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from harness.calibrate.bounds import bound_part
 from harness.calibrate.margin import fmt
@@ -31,28 +31,31 @@ def bound_moves(change: PartChange) -> str:
     return f"{change.new}: bound {'; '.join(moves)}"
 
 
-def _entry(proposal: Proposal) -> list[str]:
+def _entry(proposal: Proposal, scope: str | None) -> list[str]:
     name, source = proposal.name, proposal.source
+    scoped = [f"          scope: {scope}"] if scope else []
     if proposal.check is None:
         word = "not added" if proposal.default else "removed"
         tried = proposal.unproven if proposal.unproven not in (None, source.expr) else None
         return [f"{word:<9} {name}: {source.expr}", *([f"          proposed: {tried}"] if tried else []),
-                f"          why not: {proposal.problem}"]
+                f"          why not: {proposal.problem}", *scoped]
     if proposal.default:
         return [f"new       {name}: {proposal.check.expr}", f"          evidence: {proposal.check.why}"]
     if not proposal.changed:
         return [f"same      {name}: {source.expr}"]
     lines = [f"moved     {name}"]
     lines += [f"          {bound_moves(change)}" for change in proposal.parts if change.old != change.new]
-    return lines + [f"          evidence: {proposal.check.why}"]
+    return lines + scoped + [f"          evidence: {proposal.check.why}"]
 
 
-def diff_lines(proposals: Sequence[Proposal], *, current: str | None, proposed: str) -> list[str]:
-    """The diff, one block per check, headed by the two files compared."""
+def diff_lines(proposals: Sequence[Proposal], *, current: str | None, proposed: str,
+               scopes: Mapping[str, str]) -> list[str]:
+    """The diff, one block per check, headed by the two files compared; scopes: how a check's
+    hardware classes changed, by name (harness/calibrate/output.py)."""
     defaults = all(p.default for p in proposals)
     lines = [f"--- {current or 'no thresholds file'}" + (" (no checks for this hardware: the default set is "
                                                          "proposed)" if defaults else ""), f"+++ {proposed}"]
     for proposal in proposals:
         if not proposal.not_applicable:
-            lines += _entry(proposal)
+            lines += _entry(proposal, scopes.get(proposal.name))
     return lines

@@ -5,8 +5,10 @@ Per part (harness/calibrate/bounds.py), in this order:
 * a bound on its metric's domain edge (`min(total_flops) > 0`, harness/selftest/domains.py):
   it says what the metric must be, not where a seed ends, so it is kept;
 * every metric the statistic reads is bit-identical in every run (the same steps, the same
-  values): `statistic == value`, an exact check with tolerance 0;
-* otherwise each bound is placed outside the runs' spread (harness/calibrate/margin.py).
+  values): `statistic == value`, an exact check with tolerance 0, unless the statistic is
+  rounding error (harness/calibrate/rounding.py), which another CPU rounds differently;
+* otherwise each bound is placed outside the runs' spread (harness/calibrate/margin.py), an
+  upper bound on rounding error at least two decades above it and the metric's floor.
 A default check's constants are placeholders: they are always placed, never kept as edges.
 A part whose statistic cannot be measured on some run, or an `==` the runs do not agree on,
 leaves the check unwritten, with the reason.
@@ -22,9 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from harness.calibrate.bounds import Part, exact, joined, parts_of, with_bounds
-from harness.calibrate.margin import FLOOR, LOAD_FLOOR, fmt, load_sensitive, placed
-from harness.calibrate.runs import CalibrationRun
+from harness.calibrate.bounds import HIGH, LOW, VALUE_FUNCS, Part, exact, joined, parts_of, with_bounds
+from harness.calibrate.margin import NoBound, fmt, margins_of, placed
+from harness.calibrate.rounding import above_rounding, rounding_of
+from harness.calibrate.runs import CalibrationRun, shown
 from harness.checks.judge import judge_threshold
 from harness.selftest.domains import DOMAINS
 from harness.selftest.trials import magnitude
@@ -32,7 +35,6 @@ from harness.thresholds import ThresholdCheck, ThresholdSyntaxError, metric_name
 from harness.thresholds.tree import Call
 
 KEPT, EDGE, EXACT, BAND = "kept", "edge", "exact", "band"
-VALUE_FUNCS = ("mean", "median", "min", "max", "first", "last", "percentile")  # a value of the metric
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,20 +74,36 @@ class Proposal:
                                    unproven=self.check.expr if self.check is not None else None)
 
 
-def per_run(values: Sequence[float], runs: Sequence[CalibrationRun]) -> str:
-    return ", ".join(f"{fmt(v)} ({run.label})" for v, run in zip(values, runs))
+def per_run(values: Sequence[tuple[float, ...]], runs: Sequence[CalibrationRun]) -> str:
+    """`0.61 (seed 42), ...`; a seed whose variants measured differently: `0.61 legacy / 0.62 tq (seed 42)`."""
+    def one(measured: tuple[float, ...], run: CalibrationRun) -> str:
+        if len(set(measured)) == 1:
+            return f"{fmt(measured[0])} ({run.label})"
+        return " / ".join(f"{fmt(v)} {variant.name}" for v, variant in zip(measured, run.variants)) + f" ({run.label})"
+    return ", ".join(one(measured, run) for measured, run in zip(values, runs))
 
 
-def measure(part: Part, source: ThresholdCheck, runs: Sequence[CalibrationRun]) -> tuple[list[float], str | None]:
-    """The part's statistic on each run, judged as `harness check` judges it; or why it cannot be."""
+def seed_values(values: Sequence[tuple[float, ...]], side: str) -> list[float]:
+    """One value per seed for a bound: the variant nearest the bound (the lowest for a lower bound)."""
+    return [min(measured) if side == LOW else max(measured) for measured in values]
+
+
+def measure(part: Part, source: ThresholdCheck,
+            runs: Sequence[CalibrationRun]) -> tuple[list[tuple[float, ...]], str | None]:
+    """The part's statistic on each run's variants, judged as `harness check` judges each; or why it
+    cannot be."""
     check = dataclasses.replace(source, tree=part.tree, expr=part.text)
     values = []
     for run in runs:
-        result = judge_threshold(check, run.metrics, run.recipe["algorithm"]["num_steps"])
-        value = result.value
-        if result.closed or isinstance(value, bool) or not isinstance(value, (int, float)):
-            return [], f"{unparse(part.statistic)} cannot be measured on {run.label} ({run.shown}): {result.reason}"
-        values.append(float(value))
+        measured = []
+        for variant in run.variants:
+            result = judge_threshold(check, variant.metrics, run.recipe["algorithm"]["num_steps"])
+            value = result.value
+            if result.closed or isinstance(value, bool) or not isinstance(value, (int, float)):
+                return [], (f"{unparse(part.statistic)} cannot be measured on {run.label_of(variant)} "
+                            f"({shown(variant.run_dir)}): {result.reason}")
+            measured.append(float(value))
+        values.append(tuple(measured))
     return values, None
 
 
@@ -102,18 +120,19 @@ def edge_reason(part: Part, value: float) -> str | None:
 
 
 def identical(part: Part, runs: Sequence[CalibrationRun]) -> bool:
-    """Every metric the statistic reads has the same steps and values in every run."""
+    """Every metric the statistic reads has the same steps and values in every run and variant."""
     names = metric_names(part.statistic)
-    return all(runs[0].metrics[name] == run.metrics[name] for name in names for run in runs[1:])
+    first = runs[0].variants[0].metrics
+    return all(first[name] == variant.metrics[name] for name in names for run in runs for variant in run.variants)
 
 
 def _typical(part: Part, runs: Sequence[CalibrationRun]) -> float:
-    values = [v for run in runs for name in metric_names(part.statistic) for v in run.metrics[name].values()
-              if math.isfinite(v)]
+    values = [v for run in runs for variant in run.variants for name in metric_names(part.statistic)
+              for v in variant.metrics[name].values() if math.isfinite(v)]
     return magnitude(values) if values else 1.0
 
 
-def calibrate_part(part: Part, runs: Sequence[CalibrationRun], values: list[float], *,
+def calibrate_part(part: Part, runs: Sequence[CalibrationRun], values: list[tuple[float, ...]], *,
                    placeholders: bool) -> PartChange | str:
     """The part's change by the rules (module docstring), or the reason it cannot be written."""
     stat = unparse(part.statistic)
@@ -122,26 +141,34 @@ def calibrate_part(part: Part, runs: Sequence[CalibrationRun], values: list[floa
     if all(edges):
         return PartChange(rule=EDGE, old=part.text, new=part.text, statistic=stat, values=tuple(values),
                           evidence=f"{part.text} kept: {'; '.join(edges)}; {measured}")
-    if identical(part, runs):
-        new = unparse(exact(part.statistic, values[0]))
+    rounding = rounding_of(part.statistic)
+    if identical(part, runs) and rounding is None:
+        new = unparse(exact(part.statistic, values[0][0]))
         return PartChange(rule=EXACT, old=part.text, new=new, statistic=stat, values=tuple(values),
-                          evidence=f"{stat} = {values[0]!r} on every run, its series bit-identical step by step: "
+                          evidence=f"{stat} = {values[0][0]!r} on every run, its series bit-identical step by step: "
                                    f"exact, tolerance 0")
     if any(bound.side is None for bound in part.bounds):
+        if rounding is not None:
+            return f"{part.text} is exact on rounding error, which differs between CPUs: {measured}"
         return f"{part.text} is exact, but the runs differ: {measured}"
-    floor = LOAD_FLOOR if load_sensitive(metric_names(part.statistic)) else FLOOR
+    margins = margins_of(metric_names(part.statistic))
     new_values, rules = [], []
     for bound, edge in zip(part.bounds, edges):
         if edge:
             new_values.append(bound.value)
             rules.append(f"{fmt(bound.value)} kept: {edge}")
         else:
-            placement = placed(values, bound.side, floor=floor, typical=_typical(part, runs))
+            seeds = seed_values(values, bound.side)
+            try:
+                placement = placed(seeds, bound.side, margins=margins, typical=_typical(part, runs))
+            except NoBound as error:
+                return f"{part.text}: {error}; {measured}"
+            if rounding is not None and bound.side == HIGH:
+                placement = above_rounding(placement, seeds, rounding)
             new_values.append(placement.bound)
-            rules.append(placement.rule)
-    sd = statistics.stdev(values)
+            rules.append(f"sd {fmt(statistics.stdev(seeds))}, {placement.rule}")
     return PartChange(rule=BAND, old=part.text, new=unparse(with_bounds(part, new_values)), statistic=stat,
-                      values=tuple(values), evidence=f"{measured} (sd {fmt(sd)}); {'; '.join(rules)}")
+                      values=tuple(values), evidence=f"{measured}; {'; '.join(rules)}")
 
 
 def propose(source: ThresholdCheck, runs: Sequence[CalibrationRun], *, hardware: str, today: dt.date,
@@ -152,11 +179,12 @@ def propose(source: ThresholdCheck, runs: Sequence[CalibrationRun], *, hardware:
     """
     proposal = Proposal(source=source, default=default)
     for name in metric_names(source.tree):
-        lacking = [run for run in runs if name not in run.metrics]
-        if len(lacking) == len(runs):  # for a default check: a metric this engine does not log
+        lacking = [(run, variant) for run in runs for variant in run.variants if name not in variant.metrics]
+        if len(lacking) == sum(len(run.variants) for run in runs):  # a default's metric this engine does not log
             return dataclasses.replace(proposal, problem=f"no run logs {name}", not_applicable=default)
         if lacking:
-            return proposal.rejected(f"{lacking[0].label} ({lacking[0].shown}) never logged {name}")
+            run, variant = lacking[0]
+            return proposal.rejected(f"{run.label_of(variant)} ({shown(variant.run_dir)}) never logged {name}")
     changes = []
     for part in parts_of(source.tree):
         if part.statistic is None:
@@ -179,8 +207,8 @@ def _written(proposal: Proposal, changes: list[PartChange], *, hardware: str, to
     except ThresholdSyntaxError as error:  # a bound past the language's limits (1e18)
         return dataclasses.replace(proposal, parts=tuple(changes)).rejected(f"the proposed bound cannot be "
                                                                             f"written: {error}")
-    unchanged = unparse(tree) == unparse(source.tree)
-    if unchanged and not proposal.default:  # nothing moved: its why and since still say how it was set
+    unchanged = all(change.new == change.old for change in changes)  # `a and (b and c)` rejoined is no move
+    if unchanged and not proposal.default:  # nothing moved: its why, since and scope still say how it was set
         return dataclasses.replace(proposal, check=source, parts=tuple(changes))
     evidence = "; ".join(change.evidence for change in changes)
     why = f"{source.why} {evidence}. {provenance}" if proposal.default else f"{evidence}. {provenance}"

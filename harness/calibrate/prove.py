@@ -1,5 +1,6 @@
-"""Prove the proposed checks on the calibration runs: each must pass on every run and be able to
-fail on every run (the self-test's perturbations, harness/selftest/), or it is not written.
+"""Prove the proposed checks on the calibration runs: each must pass on every run (each variant of a
+parity run) and be able to fail on every one (the self-test's perturbations, harness/selftest/),
+or it is not written.
 
 The proposed checks are rendered, loaded back and judged exactly as `harness check` would judge
 each run with the file (judge_run), then self-tested. A run whose own checks fail (it did not
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from harness.calibrate.propose import Proposal
 from harness.calibrate.render import render
-from harness.calibrate.runs import CalibrationRun
+from harness.calibrate.runs import CalibrationRun, shown
 from harness.checks.judge import judge_run
 from harness.errors import UsageError
 from harness.selftest import FAILS_AS_IS, PROBLEMS, self_test
@@ -36,16 +37,21 @@ class RunProof:
         return self.passed and self.status not in (*PROBLEMS, FAILS_AS_IS)
 
 
-def _judged(run: CalibrationRun, path: Path, hardware: str) -> dict[str, RunProof]:
-    judgement = judge_run(run.run_dir, thresholds=path, hardware=hardware)
-    bad = [v for v in judgement.verdicts if v.kind != "threshold" and not v.ok]
-    if bad:
-        raise UsageError(f"{run.shown} ({run.label}) is no evidence to calibrate on: "
-                         f"{bad[0].name}: {bad[0].message}")
-    tests = {test.name: test for test in self_test(judgement)}
-    return {v.name: RunProof(label=run.label, passed=v.ok, message=v.message, status=tests[v.name].status,
-                             summary=tests[v.name].summary())
-            for v in judgement.verdicts if v.kind == "threshold"}
+def _judged(run: CalibrationRun, path: Path, hardware: str) -> list[dict[str, RunProof]]:
+    """Each variant of the run judged with the proposed file, as `harness check VARIANT_DIR` would."""
+    out = []
+    for variant in run.variants:
+        label = run.label_of(variant)
+        judgement = judge_run(variant.run_dir, thresholds=path, hardware=hardware)
+        bad = [v for v in judgement.verdicts if v.kind != "threshold" and not v.ok]
+        if bad:
+            raise UsageError(f"{shown(variant.run_dir)} ({label}) is no evidence to calibrate on: "
+                             f"{bad[0].name}: {bad[0].message}")
+        tests = {test.name: test for test in self_test(judgement)}
+        out.append({v.name: RunProof(label=label, passed=v.ok, message=v.message, status=tests[v.name].status,
+                                     summary=tests[v.name].summary())
+                    for v in judgement.verdicts if v.kind == "threshold"})
+    return out
 
 
 def prove(proposals: Sequence[Proposal], runs: Sequence[CalibrationRun], *, recipe: str,
@@ -57,8 +63,8 @@ def prove(proposals: Sequence[Proposal], runs: Sequence[CalibrationRun], *, reci
     with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
         path = Path(tmp) / "thresholds.yaml"
         path.write_text(render(recipe, written), encoding="utf-8")
-        judged = [_judged(run, path, hardware) for run in runs]
-    proofs = {check.name: [per_run[check.name] for per_run in judged] for check in written}
+        judged = [per_variant for run in runs for per_variant in _judged(run, path, hardware)]
+    proofs = {check.name: [per_variant[check.name] for per_variant in judged] for check in written}
     out = []
     for proposal in proposals:
         failing = next((p for p in proofs.get(proposal.name, []) if not p.proven), None)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,11 +24,13 @@ from harness.calibrate import (
     default_checks,
     diff_lines,
     file_checks,
+    parity_summary,
     propose,
     prove,
     read_runs,
     render,
     run_seeds,
+    shown,
 )
 from harness.errors import UsageError
 from harness.history import current_commit
@@ -48,11 +49,6 @@ def parse_seeds(text: str) -> list[int]:
     if len(seeds) < 2 or len(set(seeds)) < len(seeds):
         raise UsageError(f"--seeds {text!r}: at least 2 different seeds, to measure a spread")
     return seeds
-
-
-def shown(path: Path) -> str:
-    relative = os.path.relpath(path)
-    return str(path) if relative.startswith("..") else relative
 
 
 def _hardware(args: argparse.Namespace, recipe: dict, runs: Sequence[CalibrationRun]) -> str:
@@ -90,7 +86,8 @@ def _proposals(current: Sequence[ThresholdCheck], runs: Sequence[CalibrationRun]
 def _provenance(runs: Sequence[CalibrationRun], today: dt.date) -> str:
     commit = current_commit()
     at = f" at commit {commit[:10]}" if commit else ""
-    return f"Calibrated by harness calibrate on {today.isoformat()}{at} from {', '.join(r.shown for r in runs)}."
+    dirs = ", ".join(shown(variant.run_dir) for run in runs for variant in run.variants)
+    return f"Calibrated by harness calibrate on {today.isoformat()}{at} from {dirs}."
 
 
 def format_proofs(proposals: Sequence[Proposal], proofs: dict[str, list[RunProof]]) -> str:
@@ -131,7 +128,8 @@ def main(args: argparse.Namespace) -> int:
         if failed:
             print("a seed's run did not complete, so there is no spread to calibrate on:\n  " + "\n  ".join(failed))
             return 1
-    runs = read_runs(run_dirs, recipe_name=name)
+    runs = read_runs(run_dirs, recipe=recipe)
+    parity = parity_summary(runs)  # a seed whose paths disagree is no evidence: exit 2 before anything is proposed
     hardware = _hardware(args, recipe, runs)
     current_path, current = _current(recipe)
     proposals = _proposals(current, runs, hardware=hardware, today=today, provenance=_provenance(runs, today))
@@ -139,9 +137,11 @@ def main(args: argparse.Namespace) -> int:
     print(f"calibrate {name} on {hardware} from {len(runs)} runs: "
           + ", ".join(f"{r.label} ({r.shown})" for r in runs))
     print(format_proofs(proposals, proofs), end="")
-    checks, notes = file_checks(current, proposals, hardware=hardware)
-    for note in notes:
-        print(f"note: {note}")
+    if parity:
+        print(parity)
+    checks, scopes = file_checks(current, proposals, hardware=hardware)
+    for check_name, scope in scopes.items():
+        print(f"note: {check_name}: {scope}")
     if not any(p.check is not None for p in proposals):
         print("no check could be proven: no file written")
         return 1
@@ -156,6 +156,6 @@ def main(args: argparse.Namespace) -> int:
           "for other hardware")
     if args.diff:
         was = shown(current_path) if current_path and current_path.exists() else None
-        print("\n".join(diff_lines(proposals, current=was, proposed=shown(out))))
+        print("\n".join(diff_lines(proposals, current=was, proposed=shown(out), scopes=scopes)))
     unwritten = [p for p in proposals if p.check is None and not p.not_applicable]
     return 1 if unwritten else 0

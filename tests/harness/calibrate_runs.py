@@ -17,15 +17,21 @@ STEPS = 20
 OFFSETS = {42: 0.0, 7: 0.08, 123: -0.06}  # mean(train/reward, -10): 0.61, 0.69, 0.55
 
 
-def write_recipe(folder: Path, *, thresholds: dict | None) -> Path:
-    """A recipe `r` (the CPU arith recipe, 20 steps) whose thresholds file holds `thresholds`."""
+PARITY = {"variants": {"legacy": {"data_plane.backend": "legacy"}, "tq": {"data_plane.backend": "tq"}},
+          "tolerance": 0.0}
+
+
+def write_recipe(folder: Path, *, thresholds: dict | None, parity: dict | None = None) -> Path:
+    """A recipe `r` (the CPU arith recipe, 20 steps) whose thresholds file holds `thresholds`; with
+    `parity`, a parity recipe (checks.parity) as recipes/arith_grpo_cpu_parity.yaml is."""
     folder.mkdir(parents=True, exist_ok=True)
     if thresholds is not None:
         (folder / "thresholds.yaml").write_text(yaml.safe_dump(thresholds, sort_keys=False))
     recipe = folder / "r.yaml"
+    checks = {"thresholds": "thresholds.yaml", "hardware": "cpu", **({"parity": parity} if parity else {})}
     recipe.write_text(yaml.safe_dump({
         "defaults": str(REPO / "recipes" / "arith_grpo_cpu.yaml"), "name": "r",
-        "algorithm": {"num_steps": STEPS}, "checks": {"thresholds": "thresholds.yaml", "hardware": "cpu"}}))
+        "algorithm": {"num_steps": STEPS}, "checks": checks}))
     return recipe
 
 
@@ -48,6 +54,22 @@ def write_run(run_dir: Path, seed: int, *, rows=row) -> Path:
     recipe = {"name": "r", "engine": "rl", "algorithm": {"num_steps": STEPS, "seed": seed},
               "data_plane": {"backend": "legacy"}, "env": {}, "checks": {"hardware": "cpu", "invariants": True}}
     (run_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    return run_dir
+
+
+def write_parity_run(run_dir: Path, seed: int, *, rows=row, tq_rows=None, parity=PARITY) -> Path:
+    """A completed parity run of `r` with `seed`, as `harness run` lays it out: the parity recipe and
+    status.json at the top, each variant's run in its sub-dir (tq_rows: the tq path's, else rows)."""
+    def digested(path_rows):  # the per-sample log-prob digest that parity compares
+        return lambda step, seed: {**path_rows(step, seed), "train/logprob_digest": 1000.0 * seed + step}
+
+    for name in parity["variants"]:
+        write_run(run_dir / name, seed, rows=digested(tq_rows if name == "tq" and tq_rows else rows))
+    recipe = yaml.safe_load((run_dir / "legacy" / "recipe.yaml").read_text())
+    recipe["checks"]["parity"] = parity
+    (run_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    (run_dir / "status.json").write_text(json.dumps({
+        "state": "completed", "variants": {name: "completed" for name in parity["variants"]}, "wall_s": 6.0}))
     return run_dir
 
 

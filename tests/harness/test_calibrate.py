@@ -11,7 +11,7 @@ from calibrate_runs import check, row, write_recipe, write_runs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.calibrate.margin import rounded_outward
+from harness.calibrate.margin import LOAD, ORDINARY, placed, rounded_outward
 from harness.checks.judge import judge_run
 from harness.cli import main
 from harness.metrics import read_metrics
@@ -64,6 +64,36 @@ def test_a_deterministic_metric_gets_an_exact_check(tmp_path):
         in proposed.why
 
 
+def kl_rows(largest):
+    """Rows whose max train/gen_kl_error is the seed's `largest`."""
+    def rows(step, seed):
+        return {**row(step, seed), "train/gen_kl_error": largest[seed] * (1 + step % 3) / 3}
+    return rows
+
+
+@pytest.mark.parametrize("largest, bound", [
+    ({42: 2e-9, 7: 5e-9, 123: 8e-9}, "1e-06"),  # the CPU box: 100 x 8e-9 is under the floor
+    ({42: 4.26e-6, 7: 3.9e-6, 123: 4.1e-6}, "0.000426"),  # an H200's fla kernels: 100 x the largest
+])
+def test_an_in_sync_error_gets_a_bound_well_above_rounding_on_any_cpu(tmp_path, capsys, largest, bound):
+    # 3 sd or 10% beyond the largest seed would sit 1.3-1.5x above it: another CPU rounds past that
+    code, out, _ = calibrate(tmp_path, {"recipe": "r", "checks": [
+        check("generator_in_sync", "max(train/gen_kl_error) < 1e-2", hardware=["cpu"])]}, rows=kl_rows(largest))
+    assert code == 0, capsys.readouterr().out
+    proposed = by_name(out)["generator_in_sync"]
+    assert proposed.expr == f"max(train/gen_kl_error) < {bound}"
+    assert "the metric is rounding error and rounding differs between CPUs" in proposed.why
+
+
+def test_rounding_error_bit_identical_on_every_seed_is_not_made_exact(tmp_path, capsys):
+    code, out, _ = calibrate(tmp_path, {"recipe": "r", "checks": [
+        check("generator_in_sync", "max(train/gen_kl_error) < 1e-2", hardware=["cpu"]),
+        check("kl_exact", "max(train/gen_kl_error) == 3e-9", hardware=["cpu"])]})
+    assert code == 1
+    assert "why not: max(train/gen_kl_error) == 3e-09 is exact on rounding error" in capsys.readouterr().out
+    assert by_name(out)["generator_in_sync"].expr == "max(train/gen_kl_error) < 1e-06"
+
+
 def test_same_seed_reruns_make_every_bound_exact(tmp_path):
     code, out, runs = calibrate(tmp_path, {"recipe": "r", "checks": [
         check("reward_final", "mean(train/reward, -10) > 0.5", hardware=["cpu"])]}, seeds=(42, 42))
@@ -87,19 +117,56 @@ def test_a_check_that_cannot_fail_is_reported_not_written(tmp_path, capsys):
     assert written["flops_recorded"].why == "set by hand"
 
 
-def test_a_spread_that_pushes_a_gain_below_zero_leaves_it_unfailable_and_unwritten(tmp_path, capsys):
-    slopes = {42: 0.02, 7: 0.001, 123: 0.03}  # gains 0.2 / 0.01 / 0.3: 3 sd puts the bound below 0
-
+def gain_rows(slopes):
+    """Rows whose 10-step reward gain is 10 x the seed's slope."""
     def rows(step, seed):
         return {**row(step, seed), "train/reward": 0.3 + slopes[seed] * step}
+    return rows
+
+
+def test_a_gain_bound_three_sd_would_put_below_zero_keeps_half_the_lowest_gain(tmp_path, capsys):
+    # gains 0.241 / 0.158 / 0.259: lowest - 3 sd is below 0, a bound that a run learning nothing passes
+    code, out, _ = calibrate(tmp_path, {"recipe": "r", "checks": [
+        check("reward_improves", "mean(train/reward, -10) - mean(train/reward, 1, 11) > 0.1", hardware=["cpu"])]},
+        rows=gain_rows({42: 0.0241, 7: 0.0158, 123: 0.0259}))
+    assert code == 0, capsys.readouterr().out
+    proposed = by_name(out)["reward_improves"]
+    assert proposed.expr == "mean(train/reward, -10) - mean(train/reward, 1, 11) > 0.079"
+    assert "raised to 50% of the lowest run = 0.079 so that a run that did nothing (0) fails it" in proposed.why
+
+
+def test_a_throughput_floor_keeps_a_quarter_of_the_slowest_run(tmp_path, capsys):
+    # 300 / 600 / 900 tokens/s: lowest - 3 sd (900) is -600, a floor no run can cross
+    def rows(step, seed):
+        return {**row(step, seed), "performance/tokens_per_sec_per_gpu": {42: 300.0, 7: 600.0, 123: 900.0}[seed]}
 
     code, out, _ = calibrate(tmp_path, {"recipe": "r", "checks": [
+        check("throughput_floor", "mean(performance/tokens_per_sec_per_gpu) > 50", hardware=["cpu"])]}, rows=rows)
+    assert code == 0, capsys.readouterr().out
+    assert by_name(out)["throughput_floor"].expr == "mean(performance/tokens_per_sec_per_gpu) > 75"
+
+
+def test_gains_that_straddle_zero_leave_no_lower_bound(tmp_path, capsys):
+    code, out, _ = calibrate(tmp_path, {"recipe": "r", "checks": [
         check("loss_finite", "all_finite(train/loss)"),
-        check("reward_improves", "mean(train/reward, -10) - mean(train/reward, 1, 11) > 0.1")]}, rows=rows)
+        check("reward_improves", "mean(train/reward, -10) - mean(train/reward, 1, 11) > 0.1")]},
+        rows=gain_rows({42: 0.02, 7: -0.001, 123: 0.03}))
     text = capsys.readouterr().out
     assert code == 1
-    # a shift moves both means alike and a scale or a flat series only brings the gain to 0
-    assert "proposed: mean(train/reward, -10) - mean(train/reward, 1, 11) > -0.432" in text
+    assert "why not: mean(train/reward, -10) - mean(train/reward, 1, 11) > 0.1: the runs straddle 0 (lowest -0.01)" \
+        in text
+    assert set(by_name(out)) == {"loss_finite"}
+
+
+def test_a_lower_bound_on_a_negative_statistic_that_cannot_fail_is_reported_not_written(tmp_path, capsys):
+    # every gain below 0: no broken-run value to keep above, so 3 sd places the bound and the proof
+    # finds nothing fails it (a shift moves both means alike, a scale or a flat series brings it to 0)
+    code, out, _ = calibrate(tmp_path, {"recipe": "r", "checks": [
+        check("loss_finite", "all_finite(train/loss)"),
+        check("reward_holds", "mean(train/reward, -10) - mean(train/reward, 1, 11) > -0.5")]},
+        rows=gain_rows({42: -0.002, 7: -0.001, 123: -0.003}))
+    text = capsys.readouterr().out
+    assert code == 1
     assert "why not: self-test on seed 42: cannot fail" in text
     assert set(by_name(out)) == {"loss_finite"}
 
@@ -113,7 +180,8 @@ def test_checks_of_other_hardware_are_copied_and_an_everywhere_check_keeps_its_o
     assert every == {("reward_final", ("cpu",)): "mean(train/reward, -10) > 0.339",
                      ("reward_final", ("h200x2",)): "mean(train/reward, -10) > 0.6",
                      ("gpu_only", ("h200x2",)): "max(train/loss) < 9"}
-    assert "reward_final: the current check stays for h200x2" in capsys.readouterr().out
+    assert ("note: reward_final: every hardware class -> cpu, whose runs moved its bound; the current check "
+            "stays for h200x2") in capsys.readouterr().out
 
 
 def test_without_checks_for_the_hardware_the_default_set_is_calibrated(tmp_path, capsys):
@@ -188,3 +256,10 @@ def test_rounding_never_moves_a_bound_toward_the_runs(value, side):
     inward = bound - value if side == "low" else value - bound
     assert inward <= 1e-9 * abs(value)  # outward, or on a 3-digit number within float noise of it
     assert float(f"{bound:.2e}") == bound
+
+
+@given(st.lists(st.floats(min_value=1e-6, max_value=1e6), min_size=2, max_size=5),
+       st.sampled_from([ORDINARY, LOAD]))
+def test_a_lower_bound_under_positive_runs_passes_them_and_fails_a_run_that_did_nothing(values, margins):
+    bound = placed(values, "low", margins=margins, typical=1.0).bound
+    assert 0 < bound <= min(values)

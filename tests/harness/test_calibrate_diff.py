@@ -64,3 +64,30 @@ def test_render_reads_back_the_same_checks(tmp_path):
     assert [(c.name, c.expr, c.since, c.hardware) for c in again] == [("1e3", 'max("val/pass@1") > 0.5',
                                                                        checks[0].since, ("null", "cpu"))]
     assert again[0].why == "a: b # c d"
+
+
+def test_an_everywhere_check_whose_bounds_did_not_move_keeps_its_scope(tmp_path, capsys):
+    # the parentheses nest the `and`s otherwise than calibrate joins them: the text moves, no bound does
+    expr = "all_finite(train/loss) and (min(total_flops) > 0 and max(num_ranks) == 2)"
+    code, lines = diff_of(tmp_path, capsys, [check("sound", expr)])
+    assert code == 0
+    assert f"same      sound: {expr}" in lines
+    (kept,) = load_thresholds(tmp_path / "p.yaml", hardware=None, recipe="r")
+    assert (kept.expr, kept.hardware, kept.why) == (expr, None, "set by hand")
+
+
+def test_an_everywhere_check_whose_bound_moved_says_its_new_scope(tmp_path, capsys):
+    code, lines = diff_of(tmp_path, capsys, [check("reward_final", "mean(train/reward, -10) > 0.6"),
+                                             check("gpu", "max(train/loss) < 9", hardware=["h200x2"])])
+    assert code == 0
+    at = lines.index("moved     reward_final")
+    assert lines[at + 2].strip() == ("scope: every hardware class -> cpu, whose runs moved its bound; "
+                                     "the current check stays for h200x2")
+
+
+def test_an_everywhere_check_of_a_file_that_names_no_other_class_says_it_now_applies_to_one(tmp_path, capsys):
+    code, lines = diff_of(tmp_path, capsys, [check("reward_final", "mean(train/reward, -10) > 0.6")])
+    assert code == 0
+    at = lines.index("moved     reward_final")
+    assert lines[at + 2].strip() == ("scope: every hardware class -> cpu, whose runs moved its bound; "
+                                     "the file names no other class to keep the current check for")

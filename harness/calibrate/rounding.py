@@ -1,0 +1,54 @@
+"""Metrics that are rounding error while the run is healthy, and the least upper bound of each.
+
+`train/gen_kl_error` compares the generator's log-probs with the policy's after a refit: the same
+weights, so only the kernels' rounding separates them (4e-9 on the CPU box, 4e-6 on an H200's
+fla kernels). Rounding differs between CPUs (vector width, summation order), so a bound a few
+times the largest seed flakes on another machine, and an exact one on any other. An upper bound
+on such a metric is therefore at least MULTIPLE x the largest run and at least the metric's
+floor, where rounding ends and a fault begins; it is never made exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from harness.calibrate.bounds import HIGH, VALUE_FUNCS
+from harness.calibrate.margin import Placement, fmt, rounded_outward
+from harness.thresholds import Expr
+from harness.thresholds.tree import Call
+
+MULTIPLE = 100  # two decades above the largest seed: rounding on another CPU stays under it
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """A metric (fnmatch pattern) that is rounding error, its floor and why the floor is there."""
+
+    pattern: str
+    floor: float
+    reason: str
+
+
+ROUNDING = (
+    Rounding("train/gen_kl_error", 1e-6,
+             "generator and policy hold the same weights after a refit; a stale or missed refit gives 1e-2 and more"),
+)
+
+
+def rounding_of(statistic: Expr) -> Rounding | None:
+    """The Rounding entry when the statistic is a value (mean, max, ...) of a rounding-error metric."""
+    if not isinstance(statistic, Call) or statistic.func not in VALUE_FUNCS:
+        return None
+    return next((r for r in ROUNDING if fnmatchcase(statistic.metric, r.pattern)), None)
+
+
+def above_rounding(placement: Placement, values: list[float], rounding: Rounding) -> Placement:
+    """An upper bound raised to MULTIPLE x the largest run and to the metric's floor, if below them."""
+    least = max(MULTIPLE * max(values), rounding.floor)
+    if placement.bound >= least:
+        return placement
+    bound = rounded_outward(least, HIGH)
+    return Placement(bound, f"{placement.rule}; raised to max({MULTIPLE} x highest run = "
+                            f"{fmt(MULTIPLE * max(values))}, the rounding floor {fmt(rounding.floor)}) = {fmt(bound)}: "
+                            f"the metric is rounding error and rounding differs between CPUs ({rounding.reason})")
