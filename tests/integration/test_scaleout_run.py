@@ -121,12 +121,14 @@ def two_nodes_then_ctrl_c(url: str, node_ids: set[str], short: list[str], one: P
         [sys.executable, "-c", AT_A_TERMINAL, "run", RECIPE, *short, "algorithm.num_steps=50", *TWO_NODES,
          "--ray-address", url, "--out", str(stopped)],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while not live_jobs(url):
+    # Ready for Ctrl-C once the submitter says the job is submitted: it says so only where a stop
+    # reaches the job (a job live on the cluster may not be known to its submitter yet).
+    log, deadline = stopped / "engine.log", time.monotonic() + 120
+    while "[ray job] submitted " not in (log.read_text() if log.exists() else ""):
         assert harness.poll() is None, harness.stdout.read().decode()[-3000:]
         assert time.monotonic() < deadline, "the job never started"
         time.sleep(0.5)
-    time.sleep(2)
+    assert live_jobs(url)
     sent = time.monotonic()
     harness.send_signal(signal.SIGINT)
     code = harness.wait(timeout=120)  # upper bounds: the job's stop takes seconds, 30 s on a loaded box
