@@ -87,9 +87,9 @@ def submit_and_follow(client: Any, *, argv: Sequence[str], working_dir: str, env
     """Submit, stream the log, return the engine's exit code; a Stop stops the job first."""
     job_id = _submit(client, entrypoint=entrypoint(argv), submission_id=submission_id,
                      runtime_env={"working_dir": working_dir, "excludes": EXCLUDES, "env_vars": env_vars})
-    _print(f"[ray job] submitted {job_id}\n")
     shown = 0
     try:
+        _print(f"[ray job] submitted {job_id}\n")  # said in the try: from here on a Stop stops the job
         while True:
             status = client.get_job_status(job_id)
             logs = client.get_job_logs(job_id)

@@ -25,11 +25,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from harness.cli import main
+from rl.cluster import RAY_START_ATTEMPTS, RAY_START_TIMED_OUT
 from rl.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=235)]  # the file, measured on 2 shared cores
@@ -41,23 +43,48 @@ NOISY_PREFIXES = ("timing/", "performance/", "clock/")
 TWO_NODES = ["cluster.nodes=2", "cluster.devices_per_node=1"]
 
 
-@contextlib.contextmanager
-def two_node_ray_cluster():
-    """A 2-node Ray cluster with a job server; yields (dashboard URL, node ids)."""
+NODES_UP_S = 300  # an upper bound for both nodes to register (Ray's own default, 30 s, is missed under load)
+
+
+def start_two_nodes(node_dir: str) -> tuple[Any, Any]:
+    """The head (dashboard, job server) and a second node, registered; (cluster, second node).
+    Each Node waits a fixed 30 s for its raylet to register and raises RAY_START_TIMED_OUT when
+    it misses that; every other wait here is NODES_UP_S."""
     from ray.cluster_utils import Cluster
 
-    # Each node's dashboard agent gets a free port of its own: at Ray's default (52365) the head's
-    # agent, the one that takes job submissions, lost the port to a private Ray of a test running
-    # beside this one and every submission got "No available agent to submit job".
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": 0,
-        "dashboard_agent_listen_port": free_port()})
-    # Its own temp dir: two nodes of one machine sharing one would share the job's unpacked
-    # working dir, and one node's clean-up deletes it under the other's engine.
-    node_dir = tempfile.mkdtemp(prefix="ray-node2-")  # short: Ray's socket paths must fit 107 bytes
-    worker = cluster.add_node(num_cpus=1, temp_dir=node_dir, dashboard_agent_listen_port=free_port())
+    cluster = Cluster()
     try:
-        cluster.wait_for_nodes()
+        # Each node's dashboard agent gets a free port of its own: at Ray's default (52365) the head's
+        # agent, the one that takes job submissions, lost the port to a private Ray of a test running
+        # beside this one and every submission got "No available agent to submit job".
+        cluster.add_node(wait=False, num_cpus=1, include_dashboard=True, dashboard_host="127.0.0.1",
+                         dashboard_port=0, dashboard_agent_listen_port=free_port())
+        # Its own temp dir: two nodes of one machine sharing one would share the job's unpacked
+        # working dir, and one node's clean-up deletes it under the other's engine.
+        worker = cluster.add_node(wait=False, num_cpus=1, temp_dir=node_dir, dashboard_agent_listen_port=free_port())
+        cluster.wait_for_nodes(timeout=NODES_UP_S)
+    except BaseException:
+        cluster.shutdown()
+        raise
+    return cluster, worker
+
+
+@contextlib.contextmanager
+def two_node_ray_cluster():
+    """A 2-node Ray cluster with a job server; yields (dashboard URL, node ids). A node that missed
+    Ray's raylet registration is not a verdict: the cluster is started again, as rl/cluster.py does
+    (the processes of a node that raised in its start, which Ray gives no handle to, end with this
+    process: Ray starts them fate-sharing)."""
+    for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        node_dir = tempfile.mkdtemp(prefix="ray-node2-")  # short: Ray's socket paths must fit 107 bytes
+        try:
+            cluster, worker = start_two_nodes(node_dir)
+            break
+        except Exception as error:
+            shutil.rmtree(node_dir, ignore_errors=True)
+            if RAY_START_TIMED_OUT not in str(error) or attempt == RAY_START_ATTEMPTS:
+                raise
+    try:
         ids = {node.node_id for node in cluster.list_all_nodes()}
         yield f"http://{cluster.webui_url}", ids
     finally:
@@ -121,12 +148,14 @@ def two_nodes_then_ctrl_c(url: str, node_ids: set[str], short: list[str], one: P
         [sys.executable, "-c", AT_A_TERMINAL, "run", RECIPE, *short, "algorithm.num_steps=50", *TWO_NODES,
          "--ray-address", url, "--out", str(stopped)],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while not live_jobs(url):
+    # Ready for Ctrl-C once the submitter says the job is submitted: it says so only where a stop
+    # reaches the job (a job live on the cluster may not be known to its submitter yet).
+    log, deadline = stopped / "engine.log", time.monotonic() + 120
+    while "[ray job] submitted " not in (log.read_text() if log.exists() else ""):
         assert harness.poll() is None, harness.stdout.read().decode()[-3000:]
         assert time.monotonic() < deadline, "the job never started"
         time.sleep(0.5)
-    time.sleep(2)
+    assert live_jobs(url)
     sent = time.monotonic()
     harness.send_signal(signal.SIGINT)
     code = harness.wait(timeout=120)  # upper bounds: the job's stop takes seconds, 30 s on a loaded box

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,17 +32,23 @@ pytest.importorskip("transfer_queue")
 
 @pytest.fixture(scope="module")
 def tq_store() -> Iterator[DataPlaneClient]:
+    from rl.cluster import start_ray  # after the importorskip of ray above
+
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    own_ray = not ray.is_initialized()
-    if own_ray:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    address = os.environ.pop("RAY_ADDRESS", None)  # a private Ray, never a cluster the environment names
+    try:  # the engine's start: again when a loaded box misses Ray's fixed 30 s raylet registration
+        ray_dir = start_ray(num_cpus=2)  # the private Ray's temp dir; None when this process had a Ray
+    finally:
+        if address is not None:
+            os.environ["RAY_ADDRESS"] = address
     store = make_client({"backend": "tq", "tq": {"num_storage_units": 1}})
     try:
         yield store
     finally:
         store.close()
-        if own_ray:
+        if ray_dir is not None:
             ray.shutdown()
+            shutil.rmtree(ray_dir, ignore_errors=True)
 
 
 def _scenario(store: DataPlaneClient, partition: str) -> dict[str, Any]:
