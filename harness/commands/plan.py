@@ -38,9 +38,16 @@ def format_plan(plan: Plan) -> str:
         lines.append(f"config     {plan.model['config_file']} (the checkpoint's, model.config on top)")
     if plan.memory is not None:
         m = plan.memory
-        lines.append(f"memory     {m.total:.1f} of {m.capacity:.0f} GiB per GPU (weights {m.weights:.1f}, reference "
-                     f"{m.reference:.1f}, grads {m.grads:.1f}, optimizer {m.optimizer:.1f}, activations "
+        lines.append(f"memory     training {m.total:.1f} of {m.capacity:g} GiB per GPU (weights {m.weights:.1f}, "
+                     f"reference {m.reference:.1f}, grads {m.grads:.1f}, optimizer {m.optimizer:.1f}, activations "
                      f"{m.activations:.1f}{' in the log-prob pass' if m.logprob_pass else ''}; seq {m.seq_len})")
+    if plan.generation_memory is not None:
+        g = plan.generation_memory
+        resident = (f", training resident {sum(g.resident.values()):.1f}: {', '.join(g.resident)} (not offloaded)"
+                    if g.resident else ", no training state (a GPU of its own)")
+        lines.append(f"memory     generation {g.total:.1f} of {g.capacity:g} GiB per GPU (replica {g.replica:.1f}, "
+                     f"KV cache {g.kv_cache:.1f}, gated-delta-net state {g.gdn_state:.1f}{resident}; "
+                     f"{g.rows} rows x {g.seq_len} tokens a replica)")
     budget = f" (budget {plan.gpu_hours_budget:g})" if plan.gpu_hours_budget else ""
     lines.append(f"gpu-hours  at most {plan.gpu_hours_max:.2f}{budget}")
     lines.extend(f"warning    {w}" for w in plan.warnings)

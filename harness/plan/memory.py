@@ -1,5 +1,5 @@
-"""A per-GPU memory estimate: weights (the policy and its frozen reference), gradients, optimizer
-state and activations.
+"""The training phase's per-GPU memory estimate: weights (the policy and its frozen reference),
+gradients, optimizer state and activations (the generation phase: generation_memory.py).
 
 Its job is to reject plans that cannot fit before a job is queued; where it errs it should err
 high. The terms:
@@ -41,6 +41,7 @@ from harness.plan.model_size import ModelSize
 GIB = 1024**3
 # Usable memory per device, GiB, as torch reports it on our machines (H200: measured).
 DEVICE_MEMORY_GIB = {"h200": 139.8, "h100": 79.1, "a100": 79.1}
+PRECISION_BYTES = {"bf16": 2, "fp32": 4}  # bytes per parameter of `policy.precision`
 PROMPT_ALLOWANCE = 256  # tokens of prompt assumed when the recipe gives no policy.max_seq_len
 ACTIVATION_BYTES = 380  # per token and hidden unit, per layer (measured: see above)
 LOGIT_COPIES = 2  # fp32 [s, b, V] tensors alive at once in the loss's backward (measured)
@@ -86,7 +87,7 @@ def estimate_memory(recipe: Mapping, size: ModelSize, policy: Mapping) -> Memory
     expert_local = size.expert_params / (ep * etp * pp)
     embed_local = size.embedding_params / tp
     local = dense_local + expert_local + embed_local
-    weight_bytes = 2 if recipe["policy"]["precision"] == "bf16" else 4
+    weight_bytes = PRECISION_BYTES[recipe["policy"]["precision"]]
     weights = local * weight_bytes / GIB
     grads = local * 4 / GIB
     if recipe["policy"].get("distributed_optimizer"):

@@ -42,23 +42,49 @@ def layer_types(cfg: Mapping) -> list[str]:
     return ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(n)]
 
 
+def head_dim(cfg: Mapping) -> int:
+    """A full-attention head's width: `head_dim`, else hidden_size / num_attention_heads."""
+    return int(cfg.get("head_dim") or int(cfg["hidden_size"]) // int(cfg["num_attention_heads"]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearAttentionShape:
+    """A gated-delta-net layer's widths (Hugging Face's `linear_*` fields, Qwen3.5's defaults)."""
+
+    key_heads: int
+    value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the causal conv: query, key and value concatenated."""
+        return 2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim
+
+
+def linear_attention_shape(cfg: Mapping) -> LinearAttentionShape:
+    return LinearAttentionShape(
+        key_heads=int(cfg.get("linear_num_key_heads", 16)),
+        value_heads=int(cfg.get("linear_num_value_heads", 32)),
+        key_head_dim=int(cfg.get("linear_key_head_dim", 128)),
+        value_head_dim=int(cfg.get("linear_value_head_dim", 128)),
+        conv_kernel=int(cfg.get("linear_conv_kernel_dim", 4)),
+    )
+
+
 def _full_attention(cfg: Mapping, h: int) -> int:
-    heads, kv = int(cfg["num_attention_heads"]), int(cfg["num_key_value_heads"])
-    hd = int(cfg.get("head_dim") or h // heads)
+    heads, kv, hd = int(cfg["num_attention_heads"]), int(cfg["num_key_value_heads"]), head_dim(cfg)
     gate = 2 if cfg.get("attn_output_gate", True) else 1  # Qwen3.5 gates attention output via q_proj
     return h * heads * hd * gate + 2 * h * kv * hd + heads * hd * h
 
 
 def _linear_attention(cfg: Mapping, h: int) -> int:
-    nk = int(cfg.get("linear_num_key_heads", 16))
-    nv = int(cfg.get("linear_num_value_heads", 32))
-    dk = int(cfg.get("linear_key_head_dim", 128))
-    dv = int(cfg.get("linear_value_head_dim", 128))
-    kernel = int(cfg.get("linear_conv_kernel_dim", 4))
+    la = linear_attention_shape(cfg)
+    nk, nv, dk, dv = la.key_heads, la.value_heads, la.key_head_dim, la.value_head_dim
     qkvz = h * (2 * nk * dk + 2 * nv * dv)
     ba = h * 2 * nv
-    conv = (2 * nk * dk + nv * dv) * kernel
-    return qkvz + ba + conv + nv * dv * h
+    return qkvz + ba + la.conv_dim * la.conv_kernel + nv * dv * h
 
 
 def model_size(cfg: Mapping, *, family: str) -> ModelSize:

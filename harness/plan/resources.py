@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from harness.errors import UserError
 from harness.plan.checkpoint_config import missing_config_hint, planned_model_config
+from harness.plan.generation_memory import GenerationMemory, estimate_generation_memory
 from harness.plan.memory import MemoryEstimate, device_capacity_gib, estimate_memory
 from harness.plan.model_size import ModelSize, layer_types, model_size
 
@@ -37,7 +38,8 @@ class Plan:
     policy: dict[str, Any]
     generation: dict[str, Any]
     model: dict[str, Any]
-    memory: MemoryEstimate | None
+    memory: MemoryEstimate | None  # the training phase's, per GPU
+    generation_memory: GenerationMemory | None  # the generation phase's, per GPU of a replica
     gpu_hours_max: float
     gpu_hours_budget: float
     warnings: list[str] = field(default_factory=list)
@@ -51,7 +53,10 @@ class Plan:
             "world": self.world,
             "roles": {"policy": self.policy, "generation": self.generation},
             "model": self.model,
-            "memory_gib": self.memory.to_json() if self.memory else None,
+            "memory_gib": None if self.memory is None else {
+                "training": self.memory.to_json(),
+                "generation": self.generation_memory.to_json() if self.generation_memory else None,
+            },
             "gpu_hours_max": round(self.gpu_hours_max, 3),
             "gpu_hours_budget": self.gpu_hours_budget,
             "warnings": self.warnings,
@@ -152,6 +157,39 @@ def _check_batch(recipe: Mapping, policy: dict, problems: list[str]) -> dict[str
     return {"global_batch": global_batch, "micro_batch_size": micro, "grad_accumulation": accum}
 
 
+def _memory_overflows(training: MemoryEstimate | None, generation: GenerationMemory | None, *, device: str,
+                      replicas: int) -> list[tuple[str, str]]:
+    """(what overflows, its terms and the recipe keys that shrink it) for each phase whose estimate
+    exceeds the device's memory."""
+    overflows = []
+    for phase, estimate in (("training", training), ("generation", generation)):
+        if estimate is not None and estimate.total > estimate.capacity:
+            head = (f"{phase} phase: estimated {estimate.total:.1f} GiB per {device} exceeds its {estimate.capacity:g} "
+                    f"GiB by {estimate.total - estimate.capacity:.1f}")
+            overflows.append((head, _training_terms(training) if phase == "training"
+                              else _generation_terms(generation, replicas)))
+    return overflows
+
+
+def _training_terms(m: MemoryEstimate) -> str:
+    if m.logprob_pass:
+        which, remedy = "the log-prob pass's activations", "or lower policy.logprob_batch_size"
+    else:
+        which = "activations"
+        remedy = "enable policy.distributed_optimizer or policy.activation_checkpointing, or lower " \
+                 "policy.micro_batch_size"
+    return (f"(weights {m.weights:.1f}, reference {m.reference:.1f}, grads {m.grads:.1f}, optimizer {m.optimizer:.1f}, "
+            f"{which} {m.activations:.1f}): raise policy.parallel.tp/ep/pp, {remedy}")
+
+
+def _generation_terms(g: GenerationMemory, replicas: int) -> str:
+    resident = f", training resident {sum(g.resident.values()):.1f} (the engine does not offload it yet)" \
+        if g.resident else ""
+    return (f"(replica {g.replica:.1f}, KV cache {g.kv_cache:.1f}, gated-delta-net state {g.gdn_state:.1f} for "
+            f"{g.rows} rows x {g.seq_len} tokens{resident}): lower generation.max_new_tokens or the rows per replica "
+            f"(algorithm.prompts_per_step x generations_per_prompt over {replicas} generation.replicas)")
+
+
 def make_plan(recipe: Mapping) -> Plan:
     """Derive the resource plan of a resolved recipe.
 
@@ -166,9 +204,10 @@ def make_plan(recipe: Mapping) -> Plan:
     gen_tp = int(recipe["generation"]["tp"])
     if world % gen_tp:
         problems.append(f"generation.tp = {gen_tp} does not divide the {world} devices")
-    replicas = recipe["generation"].get("replicas")  # null: the engine's to derive (one per GPU, colocated)
-    if replicas is None:
-        replicas = world // gen_tp if world % gen_tp == 0 else 0
+    replicas = recipe["generation"].get("replicas")
+    if replicas is None:  # the engine's rule: one per GPU when colocated on GPUs, else one
+        colocated_gpus = recipe["generation"]["colocated"] and device in GPU_DEVICES
+        replicas = (world // gen_tp if world % gen_tp == 0 else 0) if colocated_gpus else 1
     generation = {"devices": world, "tp": gen_tp, "replicas": replicas, "backend": recipe["generation"]["backend"]}
 
     cfg, config_file = planned_model_config(recipe["model"])
@@ -191,25 +230,17 @@ def make_plan(recipe: Mapping) -> Plan:
         raise PlanError(recipe["name"], problems)
 
     memory = estimate_memory(recipe, size, policy) if size is not None and device in GPU_DEVICES else None
-    external = isinstance(recipe.get("engine", "rl"), Mapping)
-    if memory is not None and memory.total > memory.capacity and external:
-        # The estimate models our engine's memory (megatron's activations, a reference copy); an
-        # external engine keeps its own (TRL's GRPOTrainer at 32 x 384 tokens: 33.8 GiB measured, 184 here).
-        warnings.append(f"estimated {memory.total:.1f} GiB per {device} (our engine's memory model) exceeds its "
-                        f"{memory.capacity:.0f} GiB: not checked for an external engine")
-    elif memory is not None and memory.total > memory.capacity:
-        if memory.logprob_pass:
-            which, remedy = "the log-prob pass's activations", "or lower policy.logprob_batch_size"
-        else:
-            which = "activations"
-            remedy = "enable policy.distributed_optimizer or policy.activation_checkpointing, or lower " \
-                     "policy.micro_batch_size"
-        raise PlanError(recipe["name"], [
-            f"estimated {memory.total:.1f} GiB per {device} exceeds its {memory.capacity:.0f} GiB "
-            f"(weights {memory.weights:.1f}, reference {memory.reference:.1f}, grads {memory.grads:.1f}, "
-            f"optimizer {memory.optimizer:.1f}, {which} {memory.activations:.1f}): raise "
-            f"policy.parallel.tp/ep/pp, {remedy}"
-        ])
+    generation_memory = None if memory is None else estimate_generation_memory(
+        recipe, cfg, size, memory, replicas=generation["replicas"])
+    overflows = _memory_overflows(memory, generation_memory, device=device, replicas=generation["replicas"])
+    if overflows and isinstance(recipe.get("engine", "rl"), Mapping):
+        # The estimate models our engine's memory (megatron's activations, a reference copy, our
+        # generator); an external engine keeps its own (TRL's GRPOTrainer at 32 x 384 tokens:
+        # 33.8 GiB measured, 184 here).
+        warnings.extend(f"{head} (our engine's memory model): not checked for an external engine"
+                        for head, _ in overflows)
+    elif overflows:
+        raise PlanError(recipe["name"], [f"{head} {terms}" for head, terms in overflows])
     timeout_h = float(recipe["limits"]["timeout_s"]) / 3600.0
     gpu_hours = world * timeout_h if device in GPU_DEVICES else 0.0
     budget = float(recipe["limits"].get("gpu_hours") or 0.0)
@@ -225,7 +256,7 @@ def make_plan(recipe: Mapping) -> Plan:
         model.update(params=size.total_params, active_params=size.active_params,
                      num_experts=size.num_experts, num_layers=size.num_layers, hidden_size=size.hidden_size)
     return Plan(recipe=recipe["name"], device=device, nodes=nodes, devices_per_node=per_node, world=world,
-                policy=policy, generation=generation, model=model, memory=memory,
+                policy=policy, generation=generation, model=model, memory=memory, generation_memory=generation_memory,
                 gpu_hours_max=gpu_hours, gpu_hours_budget=budget, warnings=warnings)
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 
+from harness.cli import main
+from harness.commands.plan import format_plan
 from harness.plan import PlanError, make_plan, model_size
 
 QWEN35_35B = {
@@ -24,7 +27,7 @@ def recipe(**changes) -> dict:
         "cluster": {"nodes": 2, "devices_per_node": 8, "device": "h200"},
         "policy": {"backend": "megatron", "parallel": {"tp": 2, "pp": 1, "cp": 2, "ep": 16, "etp": 1, "sp": True},
                    "micro_batch_size": 1, "max_seq_len": 8192, "precision": "bf16", "distributed_optimizer": True},
-        "generation": {"backend": "vllm", "tp": 4, "max_new_tokens": 4096},
+        "generation": {"backend": "vllm", "tp": 4, "colocated": True, "max_new_tokens": 4096},
         "algorithm": {"prompts_per_step": 32, "generations_per_prompt": 16},
         "limits": {"timeout_s": 3600, "gpu_hours": 0},
     }
@@ -122,7 +125,8 @@ def test_the_log_prob_pass_is_sized_by_its_own_micro_batch():
     policy.logprob_batch_size can be the larger term, and the refusal then names it."""
     plain = make_plan(recipe()).memory
     same = make_plan(recipe(policy__logprob_batch_size=1)).memory
-    larger = make_plan(recipe(policy__logprob_batch_size=16)).memory
+    # its replica on a GPU of its own: no training state beside it, only the training phase at stake
+    larger = make_plan(recipe(policy__logprob_batch_size=16, generation__colocated=False)).memory
     assert same.activations == plain.activations and not plain.logprob_pass
     assert larger.logprob_pass and larger.activations > plain.activations
     assert plain.to_json()["activations_from"] == "training" and larger.to_json()["activations_from"] == "logprob_pass"
@@ -139,3 +143,47 @@ def test_an_external_engine_over_our_memory_model_plans_with_a_warning():
     assert any("not checked for an external engine" in w for w in plan.warnings)
     with pytest.raises(PlanError, match="exceeds its"):
         make_plan(recipe(**over))
+
+
+def test_replicas_follow_the_engines_rule_when_the_recipe_leaves_them_null():
+    """One per GPU when colocated on GPUs, else one (rl/placement.py `generation_replicas`)."""
+    assert (make_plan(recipe(generation__tp=1, policy__max_seq_len=4096, policy__activation_checkpointing=True))
+            .generation["replicas"] == 16)
+    assert make_plan(recipe(generation__tp=1, generation__colocated=False)).generation["replicas"] == 1
+
+
+def test_the_plan_states_both_phases():
+    plan = make_plan(recipe())
+    phases = plan.to_json()["memory_gib"]
+    assert set(phases) == {"training", "generation"}
+    gen = phases["generation"]
+    assert (gen["rows"], gen["seq_len"]) == (128, 256 + 4096)  # 512 rows over 4 replicas
+    assert gen["resident_from_training"]["optimizer"] == phases["training"]["optimizer"]
+    printed = format_plan(plan)
+    assert "memory     training " in printed and "memory     generation " in printed
+
+
+def test_a_generation_phase_over_the_device_is_refused_naming_the_phase_and_the_overflow():
+    r = recipe(generation__tp=1, generation__max_new_tokens=8192)
+    training = make_plan(recipe(generation__tp=1, generation__max_new_tokens=8192,
+                                generation__colocated=False, generation__replicas=16)).memory
+    assert training.total < training.capacity  # only generation is over
+    with pytest.raises(PlanError) as info:
+        make_plan(r)
+    message = str(info.value)
+    estimated = float(message.split("estimated ")[1].split(" GiB")[0])
+    over = float(message.split("GiB by ")[1].split(" ")[0])
+    assert message.startswith("r: generation phase: estimated ") and "\n" not in message
+    assert "training phase" not in message and "the engine does not offload it yet" in message
+    assert over == pytest.approx(estimated - 139.8, abs=0.051) and over > 0
+
+
+@pytest.mark.parametrize("command", [["plan"], ["run", "--dry-run"]])
+def test_the_flagship_with_longer_rollouts_is_refused_before_launch(command, tmp_path, capsys):
+    """Rollouts of 64K new tokens: their KV cache no longer fits beside the resident training state."""
+    flagship = str(Path(__file__).resolve().parents[2] / "recipes" / "qwen3_5_35b.yaml")
+    assert main([command[0], flagship, "generation.max_new_tokens=65536", *command[1:],
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: qwen3_5_35b: generation phase: estimated ") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
