@@ -4,8 +4,9 @@
 imports it on first use). The rest: `config` (HF config -> TransformerConfig, layer spec),
 `convert` (HF <-> megatron state dicts, TP/EP shards), `load` (a rank's shards from
 `model.path`), `vision`, `context` (context parallelism), `pipeline`, `attention`, `experts`,
-`compile` (`policy.compile`), `packed` and `packed_context` (`policy.sequence_packing`) and
-`shims` (CPU shims, the triton stand-in).
+`compile` (`policy.compile`), `packed` and `packed_context` (`policy.sequence_packing`),
+`shims` (CPU shims, the triton stand-in), `gdn_torch` (the gated-delta-net kernels in torch) and
+`fla_ops` (those kernels as custom ops).
 
 This file imports nothing: each module that needs megatron-core calls `shims.apply()` before
 its first `import megatron.core...` (megatron-core 0.19 imports triton unguarded; see `shims`),
