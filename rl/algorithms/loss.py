@@ -21,8 +21,7 @@ so metrics are also summed over ranks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
@@ -82,17 +81,6 @@ class LossConfig:
                 "algorithm.loss.icepop_low must be >= 0 and below icepop_high, got "
                 f"[{self.icepop_low}, {self.icepop_high}]"
             )
-
-    @classmethod
-    def from_dict(cls, section: dict[str, Any]) -> LossConfig:
-        """Build from the recipe's `algorithm.loss` mapping; unknown keys are errors."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(
-                f"algorithm.loss: unknown key(s) {unknown}; valid keys: {sorted(known)}"
-            )
-        return cls(**section)
 
 
 def importance_weights(
