@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rl.algorithms.kl import gen_kl_error, k3, masked_mean, token_mult_prob_error
+from rl.algorithms.kl import gen_kl_error, k3, masked_mean, ref_kl, token_mult_prob_error
 from rl.data.errors import DataIntegrityError
 
 __all__ = ["LossConfig", "PREV_LOGPROBS", "TRUNCATIONS", "clipped_pg_loss", "importance_weights", "needs_reference",
@@ -207,7 +207,7 @@ def clipped_pg_loss(
     pg_loss = masked_mean(applied * pg, mask, n)
 
     if ref_logprobs is not None:
-        kl = masked_mean(k3(curr_logprobs, ref_logprobs), mask, n)
+        kl = ref_kl(curr_logprobs, ref_logprobs, mask, n)
     else:
         kl = torch.zeros((), dtype=dtype, device=curr_logprobs.device)
     loss = pg_loss + cfg.kl_beta * kl if cfg.kl_beta != 0.0 else pg_loss

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rl.algorithms.kl import gen_kl_error, k1, k2, k3, masked_mean, token_mult_prob_error
+from rl.algorithms.kl import gen_kl_error, k1, k2, k3, masked_mean, ref_kl, token_mult_prob_error
 from rl.algorithms.loss import LossConfig, clipped_pg_loss
 from rl.config import parse_config
 
@@ -192,6 +192,9 @@ def test_kl_estimators_hand_computed():
     assert token_mult_prob_error(gen, prev, mask).item() == pytest.approx(2.0)
     assert gen_kl_error(gen, prev, mask).item() == pytest.approx(1 - LN2)
     assert gen_kl_error(gen, prev, mask, num_tokens=4).item() == pytest.approx((1 - LN2) / 4)
+    # ref_kl(p = policy, q = reference): exp(-ln 2) - 1 + ln 2 on the one token in the mask
+    assert ref_kl(prev, gen, mask).item() == pytest.approx(LN2 - 0.5)
+    assert ref_kl(prev, gen, mask, num_tokens=4).item() == pytest.approx((LN2 - 0.5) / 4)
     assert masked_mean(torch.tensor([3.0]), torch.tensor([0.0])).item() == 0.0
 
 
