@@ -7,7 +7,7 @@ keeps fla's and, on Hopper under Triton 3.4-3.7.0, swaps fla's one refused backw
    needed), forward and the gradients of q, k, v, g and beta, against megatron's torch chunked
    rule in fp32; the torch rule in bf16 against the same fp32 run sets the error a bf16 kernel
    may have. Exit 1 when fla's relative error exceeds max(2 x torch-bf16's, 2e-2). fla's
-   `causal_conv1d` and `l2norm` against the torch stand-ins the same way.
+   `causal_conv1d` and `l2norm` against the torch stand-ins (`gdn_torch`) the same way.
 2. rl.backends.megatron.fla_ops (the same kernels as torch custom ops, what a layer compiled
    whole calls) against fla's own functions, bf16, forward and gradients, padded rows and packed
    sequences: equal to 1e-3 relative (the rule's backward op recomputes the gate sums and the
@@ -35,7 +35,7 @@ from fla.modules.l2norm import l2norm  # noqa: E402
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # noqa: E402
 from megatron.core.ssm.gated_delta_net.common import torch_chunk_gated_delta_rule  # noqa: E402
 
-from rl.backends.megatron import fla_ops  # noqa: E402
+from rl.backends.megatron import fla_ops, gdn_torch  # noqa: E402
 from rl.models import fla_hopper  # noqa: E402
 
 BATCH, LENGTH, HEADS, DIM = 4, 1024, 32, 128  # dense_1b hybrid: 32 value heads of 128, k/q repeated to them
@@ -86,7 +86,7 @@ def check_conv_and_norm() -> bool:
     x = torch.randn(BATCH, LENGTH, 3 * HEADS * DIM, device="cuda")
     weight = torch.randn(x.shape[-1], 4, device="cuda") * 0.5
     results = {}
-    for name, fn in (("causal_conv1d", causal_conv1d), ("stand_in", shims._causal_conv1d)):
+    for name, fn in (("causal_conv1d", causal_conv1d), ("stand_in", gdn_torch.causal_conv1d)):
         xs, ws = x.bfloat16().requires_grad_(), weight.bfloat16().requires_grad_()
         y, _ = fn(x=xs, weight=ws, bias=None, activation="silu", initial_state=None, output_final_state=False,
                   cu_seqlens=None)
@@ -94,7 +94,7 @@ def check_conv_and_norm() -> bool:
         results[name] = [y.detach().float(), xs.grad.float(), ws.grad.float()]
     conv_err = [rel(a, b) for a, b in zip(results["causal_conv1d"], results["stand_in"])]
     z = torch.randn(BATCH, LENGTH, HEADS, DIM, device="cuda").bfloat16()
-    norm_err = rel(l2norm(z).float(), shims._l2norm(z).float())
+    norm_err = rel(l2norm(z).float(), gdn_torch.l2norm(z).float())
     ok = max(conv_err) < 2e-2 and norm_err < 1e-2
     print(json.dumps({"check": "causal_conv1d+l2norm", "ok": ok, "conv_rel_out_dx_dw": conv_err,
                       "l2norm_rel": norm_err}), flush=True)

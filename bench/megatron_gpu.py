@@ -103,10 +103,9 @@ def model_cfg(name: str, layers: str = "full", num_layers: int | None = None, li
 
 
 def hf_weights(cfg: dict, vocab: int) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-    from rl.backends.megatron.backend import hf_config_of
-    from rl.models.qwen3_5 import FAMILIES
+    from rl.models.qwen3_5 import FAMILIES, text_config
 
-    config = hf_config_of(cfg, vocab)
+    config = text_config(cfg, vocab)
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = FAMILIES[cfg["family"]][1](config).float().eval()

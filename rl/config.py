@@ -22,7 +22,6 @@ import yaml
 from rl import secret_env, unsafe_env
 from rl.algorithms.loss import LossConfig  # the loss section is the loss's own config
 from rl.distill.loss import DistillConfig  # so is the distillation section
-from rl.lr_schedule import DECAYS
 
 __all__ = [
     "AlgorithmConfig",
@@ -70,6 +69,9 @@ class ParallelConfig:
     ep: int = 1
     etp: int = 1
     sp: bool = False
+
+
+DECAYS = ("constant", "linear", "cosine")  # `policy.optimizer.decay`: the shapes rl/lr_schedule.py computes
 
 
 @dataclass(kw_only=True)

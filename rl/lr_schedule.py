@@ -14,14 +14,10 @@ scheduler moves after each optimizer step, so step 1 trains at `warmup_init_lr` 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from rl.config import OptimizerConfig
+from rl.config import OptimizerConfig
 
-__all__ = ["DECAYS", "lr_at"]
-
-DECAYS = ("constant", "linear", "cosine")
+__all__ = ["lr_at"]
 
 
 def lr_at(cfg: OptimizerConfig, step: int) -> float:
@@ -37,5 +33,10 @@ def lr_at(cfg: OptimizerConfig, step: int) -> float:
     if done >= cfg.decay_steps:
         return cfg.min_lr
     ratio = (done - warmup) / (cfg.decay_steps - warmup)
-    coeff = 1.0 - ratio if cfg.decay == "linear" else 0.5 * (math.cos(math.pi * ratio) + 1.0)
+    if cfg.decay == "linear":
+        coeff = 1.0 - ratio
+    elif cfg.decay == "cosine":
+        coeff = 0.5 * (math.cos(math.pi * ratio) + 1.0)
+    else:  # a choice rl/config.py's DECAYS gained and this function does not compute
+        raise ValueError(f"policy.optimizer.decay: lr_at computes no {cfg.decay!r} decay")
     return cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)

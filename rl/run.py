@@ -253,7 +253,7 @@ class Engine:
         self._model_cfg = model_cfg
         shard_reads = self.shard_reads(cfg, resume=self.ckpt is not None)
         if shard_reads:
-            model, config = None, _path_config(model_cfg)
+            model, config = None, _path_config(model_cfg, len(tokenizer))
             log.info("weights: every worker reads its own from model.path (megatron: its shards only)")
         else:
             model = build_model(model_cfg, vocab_size=len(tokenizer), seed=alg.seed)
@@ -492,20 +492,16 @@ class Engine:
             shutil.rmtree(self.ray_temp_dir, ignore_errors=True)
 
 
-def _path_config(model_cfg: dict) -> Any:
+def _path_config(model_cfg: dict, vocab_size: int) -> Any:
     """The HF config of the model at `model.path` (what `build_model(...).config` would be),
     read from config.json alone: no weights."""
-    from rl.model_source import resolve_model_dir
-
-    directory = str(resolve_model_dir(model_cfg["path"]))
     if model_cfg.get("modality", "text") == "vision":
-        from rl.models.vision import VL_FAMILIES
+        from rl.models.vision import vl_config
 
-        return VL_FAMILIES[model_cfg["family"]][0].from_pretrained(directory, local_files_only=True)
-    from rl.models.qwen3_5 import FAMILIES
+        return vl_config(model_cfg, vocab_size)
+    from rl.models.qwen3_5 import text_config
 
-    return FAMILIES[model_cfg["family"]][0].from_pretrained(directory, local_files_only=True,
-                                                            **dict(model_cfg.get("config") or {}))
+    return text_config(model_cfg, vocab_size)
 
 
 def save_hf(model: Any, tokenizer: Any, weights: dict, out: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 
 from rl.algorithms.advantages import dynamic_sampling_keep, grpo_advantages
-from rl.algorithms.kl import k3
+from rl.algorithms.kl import ref_kl
 from rl.algorithms.loss import needs_reference, prev_from_training
 from rl.config import RunConfig
 from rl.generation import Generation, decode_responses, row_seeds
@@ -238,7 +238,7 @@ class GRPODriver:
             "theoretical_tflops": train["theoretical_tflops"],
         }
         if "ref_logprobs" in lp:  # a KL term in the loss: the reference pass ran
-            out["train/ref_kl"] = _masked_k3_mean(lp["prev_logprobs"], lp["ref_logprobs"], mask)
+            out["train/ref_kl"] = float(ref_kl(lp["prev_logprobs"], lp["ref_logprobs"], mask))
         out.update(phase_seconds(seconds))
         out.update(performance_metrics(
             tokens=int(ro.lengths.sum()), total_flops=out["total_flops"], theoretical_tflops=out["theoretical_tflops"],
@@ -257,11 +257,6 @@ def phase_seconds(seconds: dict[str, float]) -> dict[str, float]:
     get = {key: seconds.get(f"timing/train/{key}", 0.0) for key in ("total", *PHASES)}
     get["other"] = max(get["total"] - sum(get[k] for k in PHASES), 0.0)
     return {f"timing/train/{key}": get[key] for key in TIMING_KEYS}
-
-
-def _masked_k3_mean(logp: torch.Tensor, logq: torch.Tensor, mask: torch.Tensor) -> float:
-    """Token mean of k3 KL(policy || reference) over the response tokens (a monitor)."""
-    return float((k3(logp * mask, logq * mask) * mask).sum() / mask.sum().clamp(min=1))
 
 
 def _take_groups(chosen: list[tuple[Rollout, int]], G: int, decoded: SlotCount) -> Rollout:

@@ -7,8 +7,8 @@ estimates KL(p || q) from samples of p, with `log_ratio = logq - logp`:
 * k2 = log_ratio**2 / 2                 biased, low variance, >= 0
 * k3 = exp(log_ratio) - 1 - log_ratio   unbiased, low variance, >= 0
 
-The reference-KL penalty of the loss is k3(p = current policy, q = reference policy), i.e.
-`exp(ref - curr) - 1 - (ref - curr)`.
+The reference KL (`ref_kl`: the loss's penalty and the driver's `train/ref_kl`) is the token mean
+of k3(p = current policy, q = reference policy), i.e. of `exp(ref - curr) - 1 - (ref - curr)`.
 
 All means here are token means over a 0/1 mask, divided either by the mask's own token count
 or by a caller-given `num_tokens` (the global count across data-parallel ranks, so that the
@@ -25,6 +25,7 @@ __all__ = [
     "k3",
     "masked_mean",
     "gen_kl_error",
+    "ref_kl",
     "token_mult_prob_error",
 ]
 
@@ -75,6 +76,17 @@ def gen_kl_error(
     forward agree on every sampled token's log-prob.
     """
     return masked_mean(k3(gen_logprobs, prev_logprobs), mask, num_tokens)
+
+
+def ref_kl(
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    num_tokens: int | None = None,
+) -> torch.Tensor:
+    """Token mean of k3(p = policy, q = reference): KL(policy || reference) estimate, the one
+    definition behind the loss's KL penalty and the driver's `train/ref_kl` monitor."""
+    return masked_mean(k3(logprobs, ref_logprobs), mask, num_tokens)
 
 
 def token_mult_prob_error(

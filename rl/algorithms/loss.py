@@ -21,12 +21,11 @@ so metrics are also summed over ranks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
-from rl.algorithms.kl import gen_kl_error, k3, masked_mean, token_mult_prob_error
+from rl.algorithms.kl import gen_kl_error, k3, masked_mean, ref_kl, token_mult_prob_error
 from rl.data.errors import DataIntegrityError
 
 __all__ = ["LossConfig", "PREV_LOGPROBS", "TRUNCATIONS", "clipped_pg_loss", "importance_weights", "needs_reference",
@@ -82,17 +81,6 @@ class LossConfig:
                 "algorithm.loss.icepop_low must be >= 0 and below icepop_high, got "
                 f"[{self.icepop_low}, {self.icepop_high}]"
             )
-
-    @classmethod
-    def from_dict(cls, section: dict[str, Any]) -> LossConfig:
-        """Build from the recipe's `algorithm.loss` mapping; unknown keys are errors."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(
-                f"algorithm.loss: unknown key(s) {unknown}; valid keys: {sorted(known)}"
-            )
-        return cls(**section)
 
 
 def importance_weights(
@@ -219,7 +207,7 @@ def clipped_pg_loss(
     pg_loss = masked_mean(applied * pg, mask, n)
 
     if ref_logprobs is not None:
-        kl = masked_mean(k3(curr_logprobs, ref_logprobs), mask, n)
+        kl = ref_kl(curr_logprobs, ref_logprobs, mask, n)
     else:
         kl = torch.zeros((), dtype=dtype, device=curr_logprobs.device)
     loss = pg_loss + cfg.kl_beta * kl if cfg.kl_beta != 0.0 else pg_loss

@@ -8,13 +8,14 @@ the driver holds a `BatchedDataDict`, and `tq`, where bulk tensors live in a sto
 """
 
 from rl.data.batched import BatchedDataDict
-from rl.data.client import DataPlaneClient, MissingDataError, make_client
+from rl.data.client import DataPlaneClient, MissingDataError
 from rl.data.dispatch import dp_dispatch, flops_post_train
 from rl.data.errors import DataIntegrityError
 from rl.data.kv_meta import KVBatchMeta, make_key
 from rl.data.memory_store import MemoryStore
 from rl.data.plane import PLANES, DataPlane, plane_class
 from rl.data.sharding import shard_keys_by_seqlen
+from rl.data.stores import make_client
 
 __all__ = [
     "PLANES",

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import abc
 import copy
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,12 +33,10 @@ from rl.data.errors import DataIntegrityError
 from rl.data.kv_meta import KVBatchMeta
 
 __all__ = [
-    "BACKENDS",
     "Column",
     "DataPlaneClient",
     "MissingDataError",
     "check_column",
-    "make_client",
     "split_rows",
     "stack_rows",
 ]
@@ -224,49 +221,3 @@ def missing_message(partition: str, what: str, names: Sequence[str], total: int)
     shown = ", ".join(repr(n) for n in list(names)[:5])
     more = f" (+{len(names) - 5} more)" if len(names) > 5 else ""
     return f"partition {partition!r}: {what} not stored: {shown}{more} (of {total} requested)"
-
-
-# --- construction from the recipe ---------------------------------------------------------
-
-
-def _build_memory(section: Mapping[str, Any]) -> DataPlaneClient:
-    from rl.data.memory_store import MemoryStore
-
-    return MemoryStore()
-
-
-def _build_tq(section: Mapping[str, Any]) -> DataPlaneClient:
-    from rl.data.tq_store import TQStore, tq_conf
-
-    tq = dict(section.get("tq") or {})
-    unknown = sorted(set(tq) - {"num_storage_units", "total_storage_size"})
-    if unknown:
-        raise ValueError(
-            f"data_plane.tq: unknown keys {unknown}; valid: num_storage_units, total_storage_size"
-        )
-    return TQStore.start(tq_conf(**tq))
-
-
-# `legacy` runs the BatchedDataDict path; a client it asks for is the in-process store.
-BACKENDS = {"legacy": _build_memory, "memory": _build_memory, "tq": _build_tq}
-
-
-def make_client(cfg: Mapping[str, Any] | Any) -> DataPlaneClient:
-    """The data-plane client named by the recipe's `data_plane` section.
-
-    Args:
-        cfg: `{"backend": "legacy" | "memory" | "tq", "tq": {"num_storage_units": 1}}`, or a
-            dataclass with those attributes. `tq` needs an initialized Ray and starts the
-            TransferQueue system (about 13 s); workers get theirs by unpickling the result.
-
-    Raises:
-        ValueError: naming `data_plane.backend` when the backend is unknown.
-    """
-    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
-        cfg = dataclasses.asdict(cfg)
-    backend = cfg.get("backend", "legacy")
-    if backend not in BACKENDS:
-        raise ValueError(
-            f"data_plane.backend: unknown backend {backend!r}; valid: {sorted(BACKENDS)}"
-        )
-    return BACKENDS[backend](cfg)

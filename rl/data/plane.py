@@ -31,9 +31,10 @@ from typing import Any
 import torch
 
 from rl.data.batched import BatchedDataDict
-from rl.data.client import DataPlaneClient, make_client
+from rl.data.client import DataPlaneClient
 from rl.data.errors import DataIntegrityError
 from rl.data.kv_meta import KVBatchMeta, make_key
+from rl.data.stores import make_client
 
 __all__ = ["PLANES", "CallRows", "DataPlane", "LegacyPlane", "RankRows", "StoreRows", "TQPlane", "contiguous_blocks",
            "plane_class"]

@@ -21,8 +21,7 @@ global mean and shares add up over ranks; zero valid chunks gives kd = 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
@@ -56,14 +55,6 @@ class DistillConfig:
                 raise ValueError(f"algorithm.distill.{name}: must be >= 1, got {getattr(self, name)}")
         if self.responses not in RESPONSES:
             raise ValueError(f"algorithm.distill.responses: {self.responses!r} is not one of {list(RESPONSES)}")
-
-    @classmethod
-    def from_dict(cls, section: dict[str, Any]) -> DistillConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"algorithm.distill: unknown key(s) {unknown}; valid keys: {sorted(known)}")
-        return cls(**section)
 
 
 def chunk_means(values: torch.Tensor, chunk_ids: torch.Tensor, num_chunks: int) -> tuple[torch.Tensor, torch.Tensor]:

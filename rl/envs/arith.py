@@ -99,12 +99,6 @@ class ArithEnv:
             del params["questions"]
         return {"name": self.name, "params": params}
 
-    @property
-    def prompt_chars(self) -> int:
-        """Length of the longest prompt (of every prompt, with zero_pad and one question): two operands,
-        an operator, in the longest of the questions drawn from."""
-        return 2 * self.params.width + 1 + max(len(q) - 2 for q in QUESTIONS[: self.params.questions])
-
     def render(self, a: int, op: str, b: int, question: int = 0) -> Problem:
         w = self.params.width if self.params.zero_pad else 0
         if op == "-" and a < b:

@@ -75,6 +75,19 @@ def make_config(family: str, overrides: dict, *, vocab_size: int) -> PretrainedC
     return FAMILIES[family][0](**fields)
 
 
+def text_config(model_cfg: dict, vocab_size: int) -> PretrainedConfig:
+    """The HF config the recipe's `model` section describes, without reading weights: `path`'s
+    config.json with `config`'s fields over it, else the family's tiny defaults with them."""
+    family = model_cfg.get("family")
+    if family not in FAMILIES:
+        raise ValueError(f"model.family: the text families are {sorted(FAMILIES)}, got {family!r}")
+    overrides = dict(model_cfg.get("config") or {})
+    if model_cfg.get("path"):
+        directory = resolve_model_dir(model_cfg["path"])
+        return FAMILIES[family][0].from_pretrained(str(directory), local_files_only=True, **overrides)
+    return make_config(family, overrides, vocab_size=vocab_size)
+
+
 def init_from_config(config: PretrainedConfig, model_cls: type[PreTrainedModel], seed: int) -> PreTrainedModel:
     # fork_rng: seeding must not disturb the caller's global RNG stream.
     with torch.random.fork_rng(devices=[]):

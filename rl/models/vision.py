@@ -101,6 +101,19 @@ def make_vl_config(family: str, overrides: dict, *, vocab_size: int, token_ids: 
                       tie_word_embeddings=text.tie_word_embeddings, **token_ids)
 
 
+def vl_config(model_cfg: dict, vocab_size: int) -> PretrainedConfig:
+    """The HF vision-language config the recipe's `model` section describes, without reading
+    weights: `path`'s config.json, else the family's tiny defaults with `config`'s fields."""
+    family = model_cfg.get("family")
+    if family not in VL_FAMILIES:
+        raise ValueError(f"model.family: the vision families are {sorted(VL_FAMILIES)}, got {family!r}")
+    if model_cfg.get("path"):
+        return VL_FAMILIES[family][0].from_pretrained(str(resolve_model_dir(model_cfg["path"])),
+                                                      local_files_only=True)
+    token_ids = vision_token_ids(model_cfg.get("tokenizer") or "arith_vl")
+    return make_vl_config(family, dict(model_cfg.get("config") or {}), vocab_size=vocab_size, token_ids=token_ids)
+
+
 def _init_from_config(config: PretrainedConfig, model_cls: type[PreTrainedModel], seed: int) -> PreTrainedModel:
     # fork_rng: seeding must not disturb the caller's global RNG stream.
     with torch.random.fork_rng(devices=[]):

@@ -5,12 +5,18 @@ from __future__ import annotations
 import pytest
 
 from rl.envs import ENVS, Problem, make_env, register_env
-from rl.envs.arith import ArithEnv
+from rl.envs.arith import QUESTIONS, ArithEnv
 from rl.tokenizer import load_tokenizer
 
 
 def env(**params) -> ArithEnv:
     return make_env({"name": "arith", "params": params})
+
+
+def prompt_chars(e: ArithEnv) -> int:
+    """Length of the longest prompt (of every prompt, with zero_pad and one question): two operands,
+    an operator, in the longest of the questions drawn from."""
+    return 2 * e.params.width + 1 + max(len(q) - 2 for q in QUESTIONS[: e.params.questions])
 
 
 def test_deterministic_in_seed_and_step() -> None:
@@ -27,13 +33,13 @@ def test_deterministic_in_seed_and_step() -> None:
 def test_fixed_prompt_token_length(params: dict) -> None:
     e, tok = env(**params, ops=["+", "-", "*"]), load_tokenizer("arith")
     lengths = {len(tok(p.prompt, add_special_tokens=False)["input_ids"]) for p in e.sample(200, seed=0, step=1)}
-    assert lengths == {e.prompt_chars}
+    assert lengths == {prompt_chars(e)}
 
 
 def test_without_zero_pad_prompts_differ_in_length() -> None:
     e = env(max_operand=20, zero_pad=False)
     prompts = [p.prompt for p in e.sample(200, seed=0, step=1)]
-    assert {len(p) for p in prompts} == {4, 5, 6} and max(map(len, prompts)) == e.prompt_chars
+    assert {len(p) for p in prompts} == {4, 5, 6} and max(map(len, prompts)) == prompt_chars(e)
     assert env(max_operand=20, zero_pad=False).render(7, "+", 12) == Problem(prompt="7+12=", answer="19")
     with pytest.raises(ValueError, match="task.params.zero_pad"):
         env(zero_pad="no")
@@ -44,7 +50,7 @@ def test_questions_ask_the_same_sums_in_prompts_of_mixed_lengths() -> None:
     tok = load_tokenizer("arith")
     problems = asked.sample(200, seed=0, step=1)
     assert {len(tok(p.prompt, add_special_tokens=False)["input_ids"]) for p in problems} == {4, 12}
-    assert max(len(p.prompt) for p in problems) == asked.prompt_chars == 12
+    assert max(len(p.prompt) for p in problems) == prompt_chars(asked) == 12
     assert asked.render(3, "+", 4, 1) == Problem(prompt="what is 3+4?", answer="7")
     assert {p.prompt for p in problems} - {p.prompt for p in bare.sample(200, seed=0, step=1)}  # not all bare
     assert bare.sample(50, seed=3, step=2) == env(max_operand=9, questions=1).sample(50, seed=3, step=2)

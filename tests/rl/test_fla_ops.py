@@ -20,7 +20,7 @@ if importlib.util.find_spec("megatron") is None:
 from rl.backends.megatron import shims  # noqa: E402
 
 shims.apply()
-from rl.backends.megatron import fla_ops  # noqa: E402
+from rl.backends.megatron import fla_ops, gdn_torch  # noqa: E402
 
 F64 = torch.float64
 PACKED = torch.tensor([0, 37, 70, 100])  # three sequences in one row of 100 tokens
@@ -46,7 +46,7 @@ def test_gated_delta_rule_op_equals_the_stand_in(packed: bool) -> None:
     cu = PACKED if packed else None
     leaves = _rule_inputs(batch=1 if packed else 2)
     ours, state = fla_ops.chunk_gated_delta_rule(*leaves, cu_seqlens=cu)
-    ref = shims._chunk_gated_delta_rule(*leaves, cu_seqlens=cu)[0]
+    ref = gdn_torch.chunk_gated_delta_rule(*leaves, cu_seqlens=cu)[0]
     assert state is None
     torch.testing.assert_close(ours, ref, rtol=0, atol=1e-12)
     for a, b in zip(_grads(ours, leaves), _grads(ref, leaves)):
@@ -62,7 +62,7 @@ def test_causal_conv_op_equals_the_stand_in(packed: bool, bias: bool) -> None:
     b = leaves[2] if bias else None
     cu = PACKED if packed else None
     ours = fla_ops.causal_conv1d(x, weight, b, activation="silu", cu_seqlens=cu)[0]
-    ref = shims._causal_conv1d(x, weight, b, "silu", cu_seqlens=cu)[0]
+    ref = gdn_torch.causal_conv1d(x, weight, b, "silu", cu_seqlens=cu)[0]
     torch.testing.assert_close(ours, ref, rtol=0, atol=1e-12)
     for a, r in zip(_grads(ours, leaves), _grads(ref, leaves)):
         torch.testing.assert_close(a, r, rtol=0, atol=1e-10)
@@ -70,7 +70,7 @@ def test_causal_conv_op_equals_the_stand_in(packed: bool, bias: bool) -> None:
 
 def test_l2norm_op_equals_the_stand_in() -> None:
     x = torch.randn(2, 50, 8, 16, generator=torch.Generator().manual_seed(3), dtype=F64, requires_grad=True)
-    ours, ref = fla_ops.l2norm(x), shims._l2norm(x)
+    ours, ref = fla_ops.l2norm(x), gdn_torch.l2norm(x)
     torch.testing.assert_close(ours, ref, rtol=0, atol=1e-12)
     # fla's backward formula, dx = (dy - y <dy, y>) * rstd, against autograd of the stand-in, which
     # (like fla) computes in fp32: equal to fp32 rounding

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from rl.algorithms.kl import gen_kl_error, k1, k2, k3, masked_mean, token_mult_prob_error
+from rl.algorithms.kl import gen_kl_error, k1, k2, k3, masked_mean, ref_kl, token_mult_prob_error
 from rl.algorithms.loss import LossConfig, clipped_pg_loss
+from rl.config import parse_config
 
 LN2 = math.log(2.0)
 
@@ -172,9 +173,10 @@ def test_loss_config_validation_names_the_field():
         LossConfig(icepop_low=2.0, icepop_high=1.0)
     with pytest.raises(ValueError, match="clip_low"):
         LossConfig(clip_low=1.0)
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['beta'\]"):
-        LossConfig.from_dict({"beta": 0.1})
-    assert LossConfig.from_dict({"kl_beta": 0.1, "truncation": "icepop"}).kl_beta == 0.1
+    with pytest.raises(ValueError, match=r"unknown recipe key 'algorithm\.loss\.beta'"):
+        parse_config({"name": "t", "algorithm": {"loss": {"beta": 0.1}}})
+    recipe = parse_config({"name": "t", "algorithm": {"loss": {"kl_beta": 0.1, "truncation": "icepop"}}})
+    assert recipe.algorithm.loss.kl_beta == 0.1
 
 
 def test_kl_estimators_hand_computed():
@@ -190,6 +192,9 @@ def test_kl_estimators_hand_computed():
     assert token_mult_prob_error(gen, prev, mask).item() == pytest.approx(2.0)
     assert gen_kl_error(gen, prev, mask).item() == pytest.approx(1 - LN2)
     assert gen_kl_error(gen, prev, mask, num_tokens=4).item() == pytest.approx((1 - LN2) / 4)
+    # ref_kl(p = policy, q = reference): exp(-ln 2) - 1 + ln 2 on the one token in the mask
+    assert ref_kl(prev, gen, mask).item() == pytest.approx(LN2 - 0.5)
+    assert ref_kl(prev, gen, mask, num_tokens=4).item() == pytest.approx((LN2 - 0.5) / 4)
     assert masked_mean(torch.tensor([3.0]), torch.tensor([0.0])).item() == 0.0
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from rl.config import OptimizerConfig, parse_config
+from rl.config import DECAYS, OptimizerConfig, parse_config
 from rl.lr_schedule import lr_at
 
 LR, INIT, MIN = 1.0e-3, 1.0e-4, 1.0e-5
@@ -46,6 +46,13 @@ def test_linear_warmup_then_constant(step: int, expected: float) -> None:
 def test_decay_to_min_lr_by_decay_steps(decay: str, step: int, expected: float) -> None:
     cfg = _cfg(**WARM, decay=decay, decay_steps=10, min_lr=MIN)
     assert lr_at(cfg, step) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("decay", DECAYS)
+def test_every_decay_the_recipe_accepts_is_computed(decay: str) -> None:
+    """rl/config.py states the choices, rl/lr_schedule.py the shapes: none may be missing here."""
+    cfg = _cfg(**WARM, decay=decay) if decay == "constant" else _cfg(**WARM, decay=decay, decay_steps=10, min_lr=MIN)
+    assert MIN <= lr_at(cfg, 8) <= LR
 
 
 def test_the_dtensor_paths_linear_warmup_is_ours() -> None:

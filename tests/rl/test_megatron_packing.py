@@ -191,7 +191,7 @@ def test_the_control_with_context_parallelism_moves_the_log_probs(twin: str, con
 def _stand_ins(rank: int, port: int) -> dict[str, float]:
     """The torch stand-ins on three sequences packed in one row (`cu_seqlens`) against the same
     sequences as right-padded batch rows; and the packed row without its cuts (a control)."""
-    from rl.backends.megatron import shims
+    from rl.backends.megatron import gdn_torch, shims
 
     shims.apply()
     torch.set_num_threads(1)
@@ -206,17 +206,17 @@ def _stand_ins(rank: int, port: int) -> dict[str, float]:
 
     x = torch.randn(rows, max(lengths), 6, generator=g) * valid[..., None]
     weight, bias = torch.randn(6, 4, generator=g), torch.randn(6, generator=g)
-    conv_rows = shims._causal_conv1d(x, weight, bias, "silu")[0]
-    conv_packed = shims._causal_conv1d(packed(x), weight, bias, "silu", cu_seqlens=cuts)[0]
-    conv_uncut = shims._causal_conv1d(packed(x), weight, bias, "silu")[0]
+    conv_rows = gdn_torch.causal_conv1d(x, weight, bias, "silu")[0]
+    conv_packed = gdn_torch.causal_conv1d(packed(x), weight, bias, "silu", cu_seqlens=cuts)[0]
+    conv_uncut = gdn_torch.causal_conv1d(packed(x), weight, bias, "silu")[0]
 
-    q, k = (shims._l2norm(torch.randn(rows, max(lengths), heads, dim, generator=g)) for _ in range(2))
+    q, k = (gdn_torch.l2norm(torch.randn(rows, max(lengths), heads, dim, generator=g)) for _ in range(2))
     v = torch.randn(rows, max(lengths), heads, dim, generator=g)
     decay = -torch.rand(rows, max(lengths), heads, generator=g)
     beta = torch.rand(rows, max(lengths), heads, generator=g)
-    rule_rows = shims._chunk_gated_delta_rule(q, k, v, decay, beta)[0]
-    rule_packed = shims._chunk_gated_delta_rule(*map(packed, (q, k, v, decay, beta)), cu_seqlens=cuts)[0]
-    rule_uncut = shims._chunk_gated_delta_rule(*map(packed, (q, k, v, decay, beta)))[0]
+    rule_rows = gdn_torch.chunk_gated_delta_rule(q, k, v, decay, beta)[0]
+    rule_packed = gdn_torch.chunk_gated_delta_rule(*map(packed, (q, k, v, decay, beta)), cu_seqlens=cuts)[0]
+    rule_uncut = gdn_torch.chunk_gated_delta_rule(*map(packed, (q, k, v, decay, beta)))[0]
     diff = lambda a, b: (a - b).abs().max().item()  # noqa: E731
     return {"conv": diff(conv_packed, packed(conv_rows)), "conv_uncut": diff(conv_uncut, packed(conv_rows)),
             "rule": diff(rule_packed, packed(rule_rows)), "rule_uncut": diff(rule_uncut, packed(rule_rows))}

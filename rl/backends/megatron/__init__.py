@@ -4,8 +4,9 @@
 imports it on first use). The rest: `config` (HF config -> TransformerConfig, layer spec),
 `convert` (HF <-> megatron state dicts, TP/EP shards), `load` (a rank's shards from
 `model.path`), `vision`, `context` (context parallelism), `pipeline`, `attention`, `experts`,
-`compile` (`policy.compile`), `packed` and `packed_context` (`policy.sequence_packing`) and
-`shims` (CPU shims, the triton stand-in).
+`compile` (`policy.compile`), `packed` and `packed_context` (`policy.sequence_packing`),
+`shims` (CPU shims, the triton stand-in), `gdn_torch` (the gated-delta-net kernels in torch) and
+`fla_ops` (those kernels as custom ops).
 
 This file imports nothing: each module that needs megatron-core calls `shims.apply()` before
 its first `import megatron.core...` (megatron-core 0.19 imports triton unguarded; see `shims`),
@@ -29,10 +30,11 @@ def packing_refusals(*, cp: int, pp: int, vision: bool) -> list[str]:
 
 
 def __getattr__(name: str):
-    """`hf_config_of` stays importable from the package (the training anchor script imports it
-    from here), loaded on first use so that importing the package still imports nothing."""
+    """`hf_config_of` (rl.models.qwen3_5.text_config) stays importable from the package: the
+    training anchor script, staged from outside this repository, imports it from here. Loaded on
+    first use, so that importing the package still imports nothing."""
     if name == "hf_config_of":
-        from rl.backends.megatron.backend import hf_config_of
+        from rl.models.qwen3_5 import text_config
 
-        return hf_config_of
+        return text_config
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -76,26 +76,13 @@ from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig  # 
 from rl.data.errors import DataIntegrityError  # noqa: E402
 from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
 from rl.models.packing import Packing  # noqa: E402
-from rl.models.qwen3_5 import FAMILIES, make_config  # noqa: E402
+from rl.models.qwen3_5 import text_config  # noqa: E402
+from rl.models.vision import vl_config  # noqa: E402
 from rl.ports import free_port  # noqa: E402
 
-__all__ = ["MegatronBackend", "hf_config_of"]
+__all__ = ["MegatronBackend"]
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-def hf_config_of(model_cfg: dict, vocab_size: int):
-    """The HF text config the recipe describes (from `path` when set, else the tiny defaults + overrides)."""
-    family = model_cfg.get("family")
-    if family not in FAMILIES:
-        raise ValueError(f"model.family: megatron backend knows {sorted(FAMILIES)}, got {family!r}")
-    overrides = dict(model_cfg.get("config") or {})
-    if model_cfg.get("path"):
-        from rl.model_source import resolve_model_dir
-
-        directory = resolve_model_dir(model_cfg["path"])
-        return FAMILIES[family][0].from_pretrained(str(directory), local_files_only=True, **overrides)
-    return make_config(family, overrides, vocab_size=vocab_size)
 
 
 def _ensure_process_group() -> None:
@@ -179,8 +166,8 @@ class MegatronBackend:
         self.parallel = mcfg.check_parallel(parallel if parallel is not None else ParallelConfig())
         _ensure_process_group()
         _init_parallel(self.parallel, seed)
-        self.vl_config = mvis.vl_config_of(model_cfg, vocab_size) if model_cfg.get("modality") == "vision" else None
-        self.hf_config = self.vl_config.text_config if self.vl_config else hf_config_of(model_cfg, vocab_size)
+        self.vl_config = vl_config(model_cfg, vocab_size) if model_cfg.get("modality") == "vision" else None
+        self.hf_config = self.vl_config.text_config if self.vl_config else text_config(model_cfg, vocab_size)
         self.config = mcfg.transformer_config(self.hf_config, parallel=self.parallel,
                                               params_dtype=PRECISIONS[precision], recompute=activation_checkpointing)
         self.micro_batch_size = micro_batch_size

@@ -15,7 +15,7 @@ Each kernel is a forward op and a backward op (`torch.library.custom_op`), wired
 ones its autograd Functions call; the Hopper patch of `rl.models.fla_hopper` applies inside). The gated
 delta rule's backward recomputes the chunk-local gate sums and the intra-chunk matrix from the
 inputs (two short kernels) rather than returning fla's internals from the forward op. On the CPU
-the same ops run the torch stand-ins of `shims` (the backward by autograd over a recomputed
+the same ops run the torch stand-ins of `gdn_torch` (the backward by autograd over a recomputed
 forward), so CPU tests check the op plumbing and the single graph.
 """
 
@@ -24,6 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from rl.backends.megatron import gdn_torch
 
 __all__ = ["causal_conv1d", "chunk_gated_delta_rule", "l2norm"]
 
@@ -116,9 +118,7 @@ def _conv_fwd(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, 
 @_conv_fwd.register_kernel("cpu")
 def _conv_fwd_cpu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, activation: str | None,
                   cu_seqlens: torch.Tensor | None) -> torch.Tensor:
-    from rl.backends.megatron.shims import _causal_conv1d
-
-    return _causal_conv1d(x, weight, bias, activation, cu_seqlens=cu_seqlens)[0].contiguous()
+    return gdn_torch.causal_conv1d(x, weight, bias, activation, cu_seqlens=cu_seqlens)[0].contiguous()
 
 
 @_conv_fwd.register_fake
@@ -146,11 +146,9 @@ def _conv_bwd(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, 
 @_conv_bwd.register_kernel("cpu")
 def _conv_bwd_cpu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dy: torch.Tensor,
                   activation: str | None, cu_seqlens: torch.Tensor | None) -> _CONV_GRADS:
-    from rl.backends.megatron.shims import _causal_conv1d
-
     def conv(*leaves: torch.Tensor) -> torch.Tensor:
-        return _causal_conv1d(leaves[0], leaves[1], leaves[2] if bias is not None else None, activation,
-                              cu_seqlens=cu_seqlens)[0]
+        return gdn_torch.causal_conv1d(leaves[0], leaves[1], leaves[2] if bias is not None else None, activation,
+                                       cu_seqlens=cu_seqlens)[0]
 
     grads = _vjp(conv, (x, weight) if bias is None else (x, weight, bias), dy)
     return grads[0], grads[1], grads[2] if bias is not None else _no_bias(weight)
@@ -209,11 +207,9 @@ def _gdn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
 
 def _gdn_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, scale: float,
                cu_seqlens: torch.Tensor | None) -> torch.Tensor:
-    from rl.backends.megatron.shims import _chunk_gated_delta_rule
-
     if abs(scale - q.shape[-1] ** -0.5) > 1e-12:
         raise NotImplementedError("the torch gated-delta-rule stand-in scales by head_dim ** -0.5 only")
-    return _chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=cu_seqlens)[0].to(q.dtype)
+    return gdn_torch.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=cu_seqlens)[0].to(q.dtype)
 
 
 @_gdn_fwd.register_kernel("cpu")

@@ -33,26 +33,9 @@ from megatron.core.transformer.module import MegatronModule  # noqa: E402
 
 from rl.models.mrope import mrope_position_ids  # noqa: E402
 
-__all__ = ["VisionLanguageModel", "join_hf", "split_hf", "vl_config_of"]
+__all__ = ["VisionLanguageModel", "join_hf", "split_hf"]
 
 VISUAL, LANGUAGE = "model.visual.", "model.language_model."
-
-
-def vl_config_of(model_cfg: dict, vocab_size: int):
-    """The recipe's HF vision-language config (from `path`, else the tiny defaults + overrides)."""
-    from rl.models.vision import VL_FAMILIES, make_vl_config, vision_token_ids
-
-    family = model_cfg.get("family")
-    if family not in VL_FAMILIES:
-        raise ValueError(f"model.family: the megatron backend knows the vision families {sorted(VL_FAMILIES)}, "
-                         f"got {family!r}")
-    if model_cfg.get("path"):
-        from rl.model_source import resolve_model_dir
-
-        return VL_FAMILIES[family][0].from_pretrained(str(resolve_model_dir(model_cfg["path"])),
-                                                      local_files_only=True)
-    token_ids = vision_token_ids(model_cfg.get("tokenizer") or "arith_vl")
-    return make_vl_config(family, dict(model_cfg.get("config") or {}), vocab_size=vocab_size, token_ids=token_ids)
 
 
 def build_vision_tower(vl_config) -> torch.nn.Module:
