@@ -4,10 +4,11 @@
 weights, so only the kernels' arithmetic separates them (2e-9 to 8e-9 in fp32 on the CPU box).
 Rounding differs between CPUs (vector width, summation order), so a bound a few times the largest
 seed flakes on another machine, and an exact one on any other. While every run is below the
-metric's floor (where rounding ends and a fault begins) an upper bound is therefore at least
-MULTIPLE x the largest run and at least the floor. Runs above the floor (bf16 on a GPU: 1e-4 to
-3e-2 on an H200, where the two sides' kernels differ, not only their rounding) keep the
-statistical rule: MULTIPLE x them would reach the fault's own size (a stale refit gives 1e-2).
+metric's floor (where rounding ends and a fault begins) an upper bound is therefore
+max(MULTIPLE x the largest run, the floor), whatever the statistical rule would place. Runs
+above the floor (bf16 on a GPU: 1e-4 to 3e-2 on an H200, where the two sides' kernels differ,
+not only their rounding) keep the statistical rule: MULTIPLE x them would reach the fault's own
+size (a stale refit gives 1e-2).
 Such a metric is never made exact.
 """
 
@@ -47,14 +48,14 @@ def rounding_of(statistic: Expr) -> Rounding | None:
 
 
 def above_rounding(placement: Placement, values: list[float], rounding: Rounding) -> Placement:
-    """An upper bound raised to MULTIPLE x the largest run and to the metric's floor, if below them,
-    while every run is below the floor (rounding's scale); unchanged for runs above it."""
+    """While every run is below the metric's floor (rounding's scale), the upper bound is
+    max(MULTIPLE x the largest run, the floor), in place of the statistical rule's: margins drawn
+    from the spread of rounding noise (or, when every run is 0, a fraction of 1) say nothing about
+    where a fault begins. Unchanged for runs above the floor."""
     if max(values) >= rounding.floor:
         return placement
     least = max(MULTIPLE * max(values), rounding.floor)
-    if placement.bound >= least:
-        return placement
     bound = rounded_outward(least, HIGH)
-    return Placement(bound, f"{placement.rule}; raised to max({MULTIPLE} x highest run = "
+    return Placement(bound, f"{placement.rule}; set to max({MULTIPLE} x highest run = "
                             f"{fmt(MULTIPLE * max(values))}, the rounding floor {fmt(rounding.floor)}) = {fmt(bound)}: "
                             f"the metric is rounding error and rounding differs between CPUs ({rounding.reason})")

@@ -74,6 +74,7 @@ def kl_rows(largest):
 @pytest.mark.parametrize("largest, bound", [
     ({42: 2e-9, 7: 5e-9, 123: 8e-9}, "1e-06"),  # the CPU box: 100 x 8e-9 is under the floor
     ({42: 2e-7, 7: 5e-7, 123: 8e-7}, "8e-05"),  # still under the floor: 100 x the largest
+    ({42: 0.0, 7: 0.0, 123: 0.0}, "1e-06"),  # bit-identical sides (the torch CPU recipe): the floor, not 10% of 1
 ])
 def test_an_in_sync_error_gets_a_bound_well_above_rounding_on_any_cpu(tmp_path, capsys, largest, bound):
     # 3 sd or 10% beyond the largest seed would sit 1.3-1.5x above it: another CPU rounds past that
