@@ -19,7 +19,8 @@ the hf_* variants always are). Variants:
   hf_static    model.generate(cache_implementation="static"): HF compiles the decode forward
   hf_dynamic   model.generate() with its default cache
 
-One JSON line per variant (and `ratio_vs_hf_static` on ours_graphs). `--profile FILE` also writes
+One JSON line per variant (and, on ours_graphs, `ratio_vs_hf_static` and the fraction of the
+decode step's roofline it reaches, bench/decode_roofline.py). `--profile FILE` also writes
 torch.profiler's kernel table of one call of `--profile-variant` (ours_graphs: the kernels its
 replayed graphs run, which CUPTI reports one by one; ours_static: the same step launched from
 Python) by self device time, with the device time a decode step takes, to find what a step spends
@@ -196,6 +197,17 @@ def main() -> None:
                              device=torch.cuda.get_device_name(), torch=torch.__version__,
                              date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
         print(json.dumps(results[name]), flush=True)
+    if "tokens_per_sec" in results.get("ours_graphs", {}):
+        from decode_roofline import decode_roofline
+        from rl.metrics.mfu import device_class
+
+        roof = decode_roofline(model, args.batch, args.prompt, args.new, device_class(torch.cuda.get_device_name()))
+        results["ours_graphs"].update(roofline_tokens_per_sec=round(roof.tokens_per_sec),
+                                      roofline_bound=roof.bound,
+                                      roofline_fraction=round(results["ours_graphs"]["tokens_per_sec"]
+                                                              / roof.tokens_per_sec, 3))
+        print(json.dumps({k: results["ours_graphs"][k] for k in ("roofline_tokens_per_sec", "roofline_bound",
+                                                                  "roofline_fraction")}), flush=True)
     if "tokens_per_sec" in results.get("ours_graphs", {}) and "tokens_per_sec" in results.get("hf_static", {}):
         ratio = results["ours_graphs"]["tokens_per_sec"] / results["hf_static"]["tokens_per_sec"]
         results["ours_graphs"]["ratio_vs_hf_static"] = round(ratio, 2)

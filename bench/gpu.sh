@@ -24,6 +24,7 @@ targets (GPUs, about how long):
   profile ARGS...                    torch.profiler table of one bench/megatron_gpu.py step (1, 2 min)
   gdn [ops]                          fla's gated-delta-net kernels against the torch rule, and their speed (1, 3 min)
   grouped-experts                    grouped expert GEMMs against a per-expert loop, and their speed (1, 1 min)
+  generation-shapes [LAYERS [BATCHES [PROFILE_BATCH]]]  dense_1b full,hybrid at batches 64,256, 128 + 256 tokens: ours, HF static, the roofline (1, 5 min)
   generation                         our decoders against HF `generate`: twin, dense_1b hybrid, VLM twin (1, 8 min)
   llm-seeds | vlm-seeds              the h200x2 twin through `harness run`, seeds 42, 7, 123 side by side (2, 9 min)
   smoke-seeds [TWINS [SEEDS [OVR...]]] the GPU smoke suite's learning twins (h200x1) on seeds 42, 7, 123: its thresholds (1, 8 min)
@@ -113,6 +114,14 @@ case "$TARGET" in
       timeout 200 python3 bench/bench_generation.py --model vlm_twin --batch 64 --new 256 \
         --variants ours_graphs,ours_static,ours_eager,hf_dynamic
     } 2>&1 | grep -v Warning | record generation ;;
+  generation-shapes)   # issue 31's shapes; the PROFILE_BATCH run also writes its kernel table
+    for l in $(echo "${1:-full,hybrid}" | tr , ' '); do
+      for b in $(echo "${2:-64,256}" | tr , ' '); do
+        prof=(); [ "$b" = "${3:-none}" ] && prof=(--profile "$RESULTS/generation_dense_1b_${l}_batch${b}_graphs_$(date +%F).txt")
+        timeout 240 python3 bench/bench_generation.py --model dense_1b --layers "$l" --prompt 128 --new 256 \
+          --repeats 3 --batch "$b" --variants ours_graphs,hf_static "${prof[@]}"
+      done
+    done 2>&1 | grep -v Warning | record generation ;;
   llm-seeds|vlm-seeds)
     recipe=recipes/qwen3_5_35b.yaml; [ "$TARGET" = vlm-seeds ] && recipe=recipes/qwen3_5_35b_vlm.yaml
     p=${TARGET%-seeds}

@@ -17,12 +17,21 @@ class. Read CPU MFU as a relative number, never as a utilisation of the silicon.
 
 from __future__ import annotations
 
-__all__ = ["PEAK_TFLOPS", "device_class", "mfu", "performance_metrics", "theoretical_tflops"]
+__all__ = ["PEAK_HBM_TBPS", "PEAK_TFLOPS", "device_class", "mfu", "performance_metrics", "theoretical_tflops"]
 
 PEAK_TFLOPS: dict[str, float] = {
     "h100": 989.5,
     "h200": 989.5,
     "a100": 312.0,
+    "cpu": 0.1,
+}
+
+# Memory bandwidth per device class, TB/s, from the same data sheets (not measured; a copy kernel
+# reaches about 4.3 of the H200's 4.8). `cpu` is nominal, like its TFLOP/s.
+PEAK_HBM_TBPS: dict[str, float] = {
+    "h100": 3.35,
+    "h200": 4.8,
+    "a100": 2.0,
     "cpu": 0.1,
 }
 
