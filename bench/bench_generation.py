@@ -13,7 +13,10 @@ seconds are reported as `first_s`). Our variants run a copy of the model whose d
 is grouped by key/value head, as the generation worker's is on CUDA (`--attention sdpa`: HF's, as
 the hf_* variants always are). Variants:
 
-  ours_graphs  rl.generation.static_decode.StaticDecoder, decode step replayed from a CUDA graph
+  ours_graphs  rl.generation.static_decode.StaticDecoder, decode step replayed from a CUDA graph,
+               with the projections fused as the generation worker's are on CUDA
+               (rl.generation.fused_projections)
+  ours_graphs_unfused  the same without the fused projections
   ours_static  the same loop without the graph
   ours_eager   rl.generation.sampler.generate (the model's growing cache, one host sync a token)
   hf_static    model.generate(cache_implementation="static"): HF compiles the decode forward
@@ -41,7 +44,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-VARIANTS = ("ours_graphs", "ours_static", "ours_eager", "hf_static", "hf_dynamic")
+VARIANTS = ("ours_graphs", "ours_graphs_unfused", "ours_static", "ours_eager", "hf_static", "hf_dynamic")
 
 
 def model_config(name: str, layers: str) -> tuple[dict, int]:
@@ -153,11 +156,13 @@ def main() -> None:
 
     from rl.generation import generate, row_seeds
     from rl.generation.decode_attention import use_grouped_decode_attention
+    from rl.generation.fused_projections import fuse_projections
     from rl.generation.static_decode import StaticDecoder
     from rl.models import build_model
 
     model_block, vocab = model_config(args.model, args.layers)
-    model = build_model(model_block, vocab_size=vocab, seed=0).to("cuda", torch.bfloat16).eval()
+    with torch.device("cuda"):  # initialised on the GPU: seconds, where the CPU takes a minute at 1.2 B
+        model = build_model(model_block, vocab_size=vocab, seed=0).to("cuda", torch.bfloat16).eval()
     prompt = torch.randint(3, vocab, (args.batch, args.prompt), generator=torch.Generator().manual_seed(0)).cuda()
     images = {}
     if args.model == "vlm_twin":
@@ -167,13 +172,17 @@ def main() -> None:
     ours = dict(max_new_tokens=args.new, temperature=1.0, eos_token_id=-1, pad_token_id=0, **images)
     hf = dict(attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=args.new,
               eos_token_id=None, pad_token_id=0, **hf_image_kwargs(model, prompt, images))
-    our_model = model
+    unfused = model
     if args.attention == "grouped":
-        our_model = copy.deepcopy(model)
-        use_grouped_decode_attention(our_model)
+        unfused = copy.deepcopy(model)
+        use_grouped_decode_attention(unfused)
+    our_model = copy.deepcopy(unfused)
+    fuse_projections(our_model)
     graphs, static = StaticDecoder(our_model, use_graphs=True), StaticDecoder(our_model, use_graphs=False)
+    graphs_unfused = StaticDecoder(unfused, use_graphs=True) if "ours_graphs_unfused" in args.variants else None
     runs = {
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_unfused": lambda: graphs_unfused.generate(prompt, seeds=seeds, **ours),
         "ours_static": lambda: static.generate(prompt, seeds=seeds, **ours),
         "ours_eager": lambda: generate(our_model, prompt, seeds=seeds, **ours),
         "hf_static": lambda: model.generate(prompt, cache_implementation="static", **hf),
@@ -199,6 +208,7 @@ def main() -> None:
         print(json.dumps(results[name]), flush=True)
     if "tokens_per_sec" in results.get("ours_graphs", {}):
         from decode_roofline import decode_roofline
+
         from rl.metrics.mfu import device_class
 
         roof = decode_roofline(model, args.batch, args.prompt, args.new, device_class(torch.cuda.get_device_name()))

@@ -25,6 +25,7 @@ import torch
 from rl import refit
 from rl.generation import generate
 from rl.generation.decode_attention import use_grouped_decode_attention
+from rl.generation.fused_projections import fuse_projections
 from rl.generation.static_decode import StaticDecoder
 from rl.models import build_model
 from rl.ports import free_port
@@ -61,6 +62,7 @@ class GenerationWorker(WorkerBase):
         self.model.eval()
         if self.device == "cuda":
             use_grouped_decode_attention(self.model)
+            fuse_projections(self.model)
         if self.decode != "eager":
             self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs")
         self.version = 0
