@@ -119,9 +119,9 @@ case "$TARGET" in
       for b in $(echo "${2:-64,256}" | tr , ' '); do
         prof=(); [ "$b" = "${3:-none}" ] && prof=(--profile "$RESULTS/generation_dense_1b_${l}_batch${b}_graphs_$(date +%F).txt")
         timeout 240 python3 bench/bench_generation.py --model dense_1b --layers "$l" --prompt 128 --new 256 \
-          --repeats 3 --batch "$b" --variants ours_graphs,hf_static "${prof[@]}"
+          --repeats 3 --batch "$b" --variants "${GEN_VARIANTS:-ours_graphs,ours_graphs_unfused,hf_static}" "${prof[@]}"
       done
-    done 2>&1 | grep -v Warning | record generation ;;
+    done 2>&1 | grep --line-buffered -v Warning | record generation ;;
   llm-seeds|vlm-seeds)
     recipe=recipes/qwen3_5_35b.yaml; [ "$TARGET" = vlm-seeds ] && recipe=recipes/qwen3_5_35b_vlm.yaml
     p=${TARGET%-seeds}
