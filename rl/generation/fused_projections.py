@@ -10,13 +10,15 @@ The separate Linear layers keep their Parameters, now views of the stacked tenso
 `state_dict` names and shapes are unchanged and a refit that writes them in place
 (`load_state_dict`, rl/workers/generation.py's `_copy_in`) updates the stacked weight with them.
 Call it after the model has its final device and dtype (`.to` would copy the views apart). The
-forwards below are transformers' own (5.x) with the product fused; results equal the unfused ones
-up to the matrix product's rounding, so the generation worker fuses on CUDA only, where decoding
-is not bitwise anyway, and CPU runs stay bit-identical to their references.
+forwards below are transformers' own (5.17 to 5.24, both cache conventions) with the product
+fused; results equal the unfused ones up to the matrix product's rounding, so the generation
+worker fuses on CUDA only, where decoding is not bitwise anyway, and CPU runs stay bit-identical
+to their references.
 """
 
 from __future__ import annotations
 
+import inspect
 import types
 
 import torch
@@ -40,14 +42,18 @@ def _stack(module: nn.Module, names: tuple[str, ...]) -> tuple[torch.Tensor, lis
     return stacked, sizes
 
 
-def _attention_forward(self, hidden_states, position_embeddings, attention_mask, cache=None, **kwargs):
-    """transformers' Qwen3_5Attention.forward with q_proj, k_proj and v_proj as one product."""
+def _attention_forward(self, hidden_states, position_embeddings, attention_mask, cache=None, past_key_values=None,
+                       **kwargs):
+    """transformers' Qwen3_5Attention.forward with q_proj, k_proj and v_proj as one product. Both
+    cache conventions: `past_key_values` and `update(k, v, layer)` (5.17), `cache` and
+    `update(k, v, layer, kwargs=kwargs)` (5.24), chosen by the installed class's signature."""
     from transformers.models.qwen3_5.modeling_qwen3_5 import (
         ALL_ATTENTION_FUNCTIONS,
         apply_rotary_pos_emb,
         eager_attention_forward,
     )
 
+    cache = cache if cache is not None else past_key_values
     input_shape = hidden_states.shape[:-1]
     hidden_shape = (*input_shape, -1, self.head_dim)
     query_gate, key_states, value_states = F.linear(hidden_states, self.fused_qkv).split(self.fused_qkv_sizes, -1)
@@ -59,7 +65,8 @@ def _attention_forward(self, hidden_states, position_embeddings, attention_mask,
     cos, sin = position_embeddings
     query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
     if cache is not None:
-        key_states, value_states = cache.update(key_states, value_states, self.layer_idx, kwargs=kwargs)
+        update_kwargs = {"kwargs": kwargs} if self.fused_cache_kwargs else {}
+        key_states, value_states = cache.update(key_states, value_states, self.layer_idx, **update_kwargs)
     attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
     attn_output, attn_weights = attention(self, query_states, key_states, value_states, attention_mask,
                                           dropout=0.0 if not self.training else self.attention_dropout,
@@ -89,6 +96,7 @@ def fuse_projections(model: nn.Module) -> int:
     for module in model.modules():
         if isinstance(module, attentions) and not hasattr(module, "fused_qkv"):
             module.fused_qkv, module.fused_qkv_sizes = _stack(module, ("q_proj", "k_proj", "v_proj"))
+            module.fused_cache_kwargs = "cache" in inspect.signature(type(module).forward).parameters
             module.forward = types.MethodType(_attention_forward, module)
             fused += 1
         elif isinstance(module, mlps) and not hasattr(module, "fused_gate_up"):

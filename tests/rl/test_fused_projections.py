@@ -86,3 +86,29 @@ def test_the_comparison_sees_the_stacking_order() -> None:
     swapped = torch.cat([mlp.fused_gate_up[half:], mlp.fused_gate_up[:half]])
     mlp.fused_gate_up.copy_(swapped)
     assert (model(ids).logits - want).abs().max() > 1e-3
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("keyword", ["cache", "past_key_values"])
+def test_either_cache_keyword_updates_the_cache(keyword: str) -> None:
+    """transformers 5.17 hands the attention `past_key_values`, 5.24 `cache`: the fused forward
+    takes both and fills the cache as the unfused one does (a dropped cache attends to nothing past)."""
+    import inspect
+
+    from transformers import DynamicCache
+
+    model = text_model("qwen3_5")
+    layer = next(i for i, t in enumerate(model.config.layer_types) if t == "full_attention")
+    takes = inspect.signature(type(model.model.layers[layer].self_attn).forward).parameters
+    if keyword == "cache" and "cache" not in takes:
+        pytest.skip(f"the installed transformers' attention takes no {keyword!r}")
+    fused = copy.deepcopy(model)
+    fuse_projections(fused)
+    want, got = DynamicCache(config=model.config), DynamicCache(config=fused.config)
+    attention, fused_attention = model.model.layers[layer].self_attn, fused.model.layers[layer].self_attn
+    hidden = torch.randn(2, 7, model.config.hidden_size, generator=torch.Generator().manual_seed(4))
+    positions = model.model.rotary_emb(hidden, torch.arange(7).expand(3, 2, -1))  # (t, h, w) positions
+    a, _ = attention(hidden, positions, None, **{keyword: want})
+    b, _ = fused_attention(hidden, positions, None, **{keyword: got})
+    torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
+    assert got.get_seq_length(layer) == want.get_seq_length(layer) == 7
