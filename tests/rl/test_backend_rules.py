@@ -17,7 +17,7 @@ from rl.backends import get_backend
 from rl.backends.megatron.rules import CPU_REFUSAL, DISTRIBUTED_OPTIMIZER_CPU_REFUSAL
 from rl.backends.rules import BackendRules, backend_names, backend_rules
 from rl.config import parse_config
-from rl.preflight import static_refusals
+from rl.preflight import machine_refusals, static_refusals
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_RECIPE = yaml.safe_load((ROOT / "recipes" / "arith_grpo_cpu.yaml").read_text())
@@ -77,6 +77,15 @@ def test_the_megatron_packing_of_a_vlm_and_its_distillation_are_refused():
                for line in vision), vision
     assert static_refusals(recipe(DISTILL_RECIPE, policy__backend="megatron")) == [
         "policy.backend: megatron has no distillation step yet; use policy.backend: torch"]
+
+
+def test_the_shape_rules_read_a_checkpoints_own_config_on_the_machine():
+    """With `model.path` the shape is the checkpoint's: unknown statically, read where it is."""
+    data = recipe(policy__backend="megatron", policy__parallel={"tp": 4, "sp": True}, cluster__devices_per_node=4,
+                  model={"family": "qwen3_5_moe", "path": "tiny_qwen3_5_moe", "config": {}, "tokenizer": "arith"})
+    assert static_refusals(data) == []
+    assert "policy.parallel.tp = 4 does not divide model.config.num_key_value_heads = 2 (megatron-core needs " \
+           "num_query_groups % tp == 0)" in machine_refusals(data)
 
 
 def test_a_capability_a_backend_lacks_is_a_refusal_naming_the_backends_that_have_it():
