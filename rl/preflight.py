@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from rl.backends.rules import backend_rules
 from rl.config import RunConfig, parse_config
 from rl.generation.decode_mode import fp32_experts, resolve_decode
 from rl.placement import is_gpu, plan_placement
@@ -123,27 +124,49 @@ def _model_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
             if model.modality == "vision":
                 token_ids = vision_token_ids(model.tokenizer)
         if model.modality == "vision":
-            make_vl_config(model.family, overrides, vocab_size=vocab_size, token_ids=token_ids)
+            built = make_vl_config(model.family, overrides, vocab_size=vocab_size, token_ids=token_ids).text_config
         else:
-            make_config(model.family, overrides, vocab_size=vocab_size)
+            built = make_config(model.family, overrides, vocab_size=vocab_size)
     # HF configs raise ValueError, TypeError and their own validation errors: each is a refusal.
     except Exception as error:  # noqa: BLE001
         return [_one_line(error, prefix="model.config")]
-    return []
+    return _shape_refusals(cfg, built.to_dict())
+
+
+def _shape_refusals(cfg: RunConfig, shape: dict[str, Any]) -> list[str]:
+    """The training backend's rules on the model's shape (an unknown backend is refused by
+    `_policy_refusals`, which names the known ones)."""
+    try:
+        rules = backend_rules(cfg.policy.backend)
+    except ValueError:
+        return []
+    return rules.shape_refusals(cfg, shape)
+
+
+def _checkpoint_shape_refusals(cfg: RunConfig) -> list[str]:
+    """The shape rules on `model.path`'s own config (with `model.config` over it), read on the
+    machine that holds the checkpoint (its config only, never the weights)."""
+    from rl.models.qwen3_5 import text_config
+    from rl.models.vision import vl_config
+
+    model = {"family": cfg.model.family, "path": cfg.model.path, "config": dict(cfg.model.config)}
+    try:
+        built = vl_config(model, 1).text_config if cfg.model.modality == "vision" else text_config(model, 1)
+    except Exception as error:  # noqa: BLE001 - HF raises many kinds on a config it cannot read; each a refusal
+        return [_one_line(error, prefix="model.path")]
+    return _shape_refusals(cfg, built.to_dict())
 
 
 def _teacher_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
     """Distillation: the teacher's config builds (never its weights; a path is read on the
-    machine only) and the training backend has a distillation step (torch only, unpacked)."""
+    machine only) and the distillation step is not asked to pack rows."""
     if cfg.algorithm.name != "distill" or cfg.teacher is None:
         return []
     from rl.models import llama as _llama  # noqa: F401  (registers its config maker)
     from rl.models import qwen3_5 as _qwen3_5  # noqa: F401  (registers theirs)
     from rl.models.registry import config_registry
 
-    out = []
-    if cfg.policy.backend != "torch":
-        out.append(f"policy.backend: {cfg.policy.backend} has no distillation step yet; use policy.backend: torch")
+    out = []  # a backend without a distillation step refuses it itself (`BackendRules.distills`)
     if cfg.policy.sequence_packing.enabled:
         out.append("policy.sequence_packing.enabled: the distillation step (rl/distill/step.py) does not pack "
                    "rows yet; set it false")
@@ -158,28 +181,12 @@ def _teacher_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
 
 
 def _policy_refusals(cfg: RunConfig) -> list[str]:
-    """The training backend's own check of the policy keys (the torch backend: data parallel, fp32;
-    megatron: no sequence packing of a VLM or with cp and pp > 1, no torch.compile on a CPU)."""
-    if cfg.policy.backend != "torch":
-        from rl.backends.megatron import packing_refusals
-
-        out = []
-        if cfg.policy.sequence_packing.enabled:
-            out += packing_refusals(cp=cfg.policy.parallel.cp, pp=cfg.policy.parallel.pp,
-                                    vision=cfg.model.modality == "vision")
-        if cfg.policy.compile and cfg.cluster.device == "cpu":
-            from rl.backends.megatron.compile import CPU_REFUSAL
-
-            out.append(CPU_REFUSAL)
-        return out  # megatron's layout rules are checked by the harness plan; its config at setup
-    from rl.backends.torch import _check_data_parallel_only  # the backend's one statement of its limits
-
+    """The training backend's own rules (rl/backends/rules.py), asked by name: its imports stay
+    unloaded, so a CPU machine answers for megatron without megatron-core."""
     try:
-        _check_data_parallel_only(cfg.policy.parallel, cfg.policy.precision, cfg.policy.distributed_optimizer,
-                                  cfg.policy.compile)
-    except ValueError as error:
+        return backend_rules(cfg.policy.backend).refusals(cfg)
+    except ValueError as error:  # an unknown backend: the known ones are named
         return [_one_line(error)]
-    return []
 
 
 def _loss_refusals(cfg: RunConfig) -> list[str]:
@@ -329,6 +336,8 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
             resolve_model_dir(cfg.model.path)
         except ModelSourceError as error:
             out.append(_one_line(error))
+        else:
+            out.extend(_checkpoint_shape_refusals(cfg))
     out.extend(_data_refusals(cfg, machine=True))
     out.extend(_teacher_machine_refusals(cfg))
     if cfg.model.tokenizer is not None and "/" in cfg.model.tokenizer:  # a shipped one was read statically
@@ -342,10 +351,10 @@ def machine_refusals(data: dict[str, Any]) -> list[str]:
     return out
 
 
-# What a run imports beyond the engine's own dependencies: (recipe key, value, module, how to get it).
+# What a run imports beyond the engine's own dependencies: (recipe key, value, module, how to get it);
+# a training backend names its own (`BackendRules.requires`).
 SETUP = "bash .ci/install (the README's set-up)"
 OPTIONAL_MODULES: tuple[tuple[str, str, str, str], ...] = (
-    ("policy.backend", "megatron", "megatron.core", f"megatron-core: {SETUP}"),
     ("data_plane.backend", "tq", "transfer_queue", f"transferqueue: {SETUP}"),
 )
 
@@ -354,9 +363,12 @@ def import_refusals(cfg: RunConfig) -> list[str]:
     """The modules this run's backend, data plane and kernels import, found here; fla's kernels,
     where installed on a GPU machine, also import (HF and megatron bind them at model import, so a
     broken fla fails every worker at step 0)."""
+    rules = backend_rules(cfg.policy.backend)
+    optional = [*([("policy.backend", rules.name, rules.requires, f"{rules.requires_package}: {SETUP}")]
+                  if rules.requires else []), *OPTIONAL_MODULES]
     chosen = {"policy.backend": cfg.policy.backend, "data_plane.backend": cfg.data_plane.backend}
     out = [f"{key}: {value} needs {module}, which is not importable here; install {how}"
-           for key, value, module, how in OPTIONAL_MODULES if chosen.get(key) == value and not importable(module)]
+           for key, value, module, how in optional if chosen.get(key) == value and not importable(module)]
     if cfg.cluster.device != "cpu" and importable("fla"):
         try:
             importlib.import_module("fla.ops.gated_delta_rule")

@@ -331,7 +331,9 @@ class Engine:
         (`model.path: null`) is built here from its seed, and the torch backend holds whole
         weights on every rank anyway.
         """
-        return cfg.policy.backend == "megatron" and bool(cfg.model.path) and not resume \
+        from rl.backends.rules import backend_rules
+
+        return backend_rules(cfg.policy.backend).reads_own_weights and bool(cfg.model.path) and not resume \
             and cfg.algorithm.warm_start.steps == 0
 
     def _teacher(self, student_tokenizer: Any, env: Any, device: str) -> dict[str, Any]:

@@ -1,8 +1,11 @@
 """The resource plan: derive and check a recipe's parallelism before any GPU is spent.
 
-A wrong TP/CP/EP combination used to surface only after a 16-GPU job had started. Every rule
-megatron-core enforces at start-up is checked here instead, and each failure names the recipe
-keys to change.
+A wrong TP/CP/EP combination used to surface only after a 16-GPU job had started. The rules of
+the layout itself (world, expert groups, heads, layers, batch, memory) are checked here, and each
+failure names the recipe keys to change. What a training backend refuses (the torch backend's data
+parallel only, megatron's untied embeddings under pp, its kv and gated-delta-net heads over tp and
+cp) is the engine's to say: its preflight (harness/preflight.py), asked after the plan and before
+launch, answers from the backend's own rules, which the harness prints as they are.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from harness.errors import UserError
 from harness.plan.checkpoint_config import missing_config_hint, planned_model_config
 from harness.plan.generation_memory import GenerationMemory, estimate_generation_memory
 from harness.plan.memory import MemoryEstimate, device_capacity_gib, estimate_memory
-from harness.plan.model_size import ModelSize, layer_types, model_size
+from harness.plan.model_size import ModelSize, model_size
 
 GPU_DEVICES = ("a100", "h100", "h200")
 
@@ -88,47 +91,25 @@ def _policy_parallel(recipe: Mapping, world: int, problems: list[str]) -> dict[s
             )
     if tp == 1 and sp:
         problems.append("policy.parallel.sp: sequence parallel needs policy.parallel.tp > 1")
-    backend = recipe["policy"]["backend"]
-    if backend == "megatron" and pp > 1 and recipe["model"].get("config", {}).get("tie_word_embeddings"):
-        problems.append(f"policy.parallel.pp = {pp} with model.config.tie_word_embeddings: the megatron "
-                        "backend pipelines untied embeddings only (set tie_word_embeddings: false or pp: 1)")
-    if backend == "torch" and (tp, pp, cp, ep) != (1, 1, 1, 1):
-        problems.append(
-            f"policy.backend torch supports data parallel only (tp, pp, cp, ep = {tp}, {pp}, {cp}, {ep}); "
-            "use policy.backend: megatron"
-        )
     return {
         "devices": world, "tp": tp, "pp": pp, "cp": cp, "dp": dp,
-        "ep": ep, "etp": etp, "expert_dp": expert_dp, "sp": sp, "backend": backend,
+        "ep": ep, "etp": etp, "expert_dp": expert_dp, "sp": sp, "backend": recipe["policy"]["backend"],
     }
 
 
 def _check_model(size: ModelSize, cfg: Mapping, policy: dict, gen_tp: int, problems: list[str]) -> None:
     heads, kv = int(cfg["num_attention_heads"]), int(cfg["num_key_value_heads"])
-    for role, key, tp in (("policy", "policy.parallel.tp", policy["tp"]), ("generation", "generation.tp", gen_tp)):
+    for key, tp in (("policy.parallel.tp", policy["tp"]), ("generation.tp", gen_tp)):
         if heads % tp:
             problems.append(f"{key} = {tp} does not divide model.config.num_attention_heads = {heads}")
         if kv % tp and tp % kv:
             problems.append(
                 f"{key} = {tp} and model.config.num_key_value_heads = {kv}: one must divide the other"
             )
-        if role == "policy" and kv % tp and policy["backend"] == "megatron":
-            problems.append(
-                f"policy.parallel.tp = {tp} does not divide model.config.num_key_value_heads = {kv} "
-                "(megatron-core needs num_query_groups % tp == 0)"
-            )
     if policy["pp"] > 1 and size.num_layers % policy["pp"]:
         problems.append(
             f"policy.parallel.pp = {policy['pp']} does not divide model.config.num_hidden_layers = {size.num_layers}"
         )
-    if policy["backend"] == "megatron" and "linear_attention" in layer_types(cfg):
-        span = policy["tp"] * policy["cp"]
-        for key in ("linear_num_key_heads", "linear_num_value_heads"):
-            if key in cfg and int(cfg[key]) % span:
-                problems.append(
-                    f"policy.parallel.tp x cp = {span} does not divide model.config.{key} = {cfg[key]} "
-                    "(megatron's gated delta net splits its heads over TP and CP)"
-                )
     if size.num_experts and policy["tp"] > 1 and not policy["sp"]:
         problems.append(
             "policy.parallel.sp must be true: megatron-core's MoE layer refuses tensor parallel "

@@ -5,7 +5,9 @@ are in rl/backends/train_step.py.
 A backend owns the trainable policy, its optimizer and a frozen reference copy on one rank, and
 offers log-probs and one optimizer step over a batch of fixed-shape tensors. The policy worker
 (rl/workers/policy.py) owns the process group and the data plane; the backend only computes.
-Backends are imported lazily: `megatron` pulls in megatron-core, which a CPU run never needs.
+Backends are imported lazily: `megatron` pulls in megatron-core, which a CPU run never needs. What
+each can run is stated once, in a light module the registry of rules names (rl/backends/rules.py);
+its `implementation` is the module imported here when a worker builds the backend.
 """
 
 from __future__ import annotations
@@ -13,9 +15,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-__all__ = ["BACKEND_MODULES", "get_backend", "register"]
+__all__ = ["get_backend", "register"]
 
-BACKEND_MODULES = {"torch": "rl.backends.torch", "megatron": "rl.backends.megatron.backend"}
 _REGISTRY: dict[str, Callable[..., Any]] = {}
 
 
@@ -32,9 +33,10 @@ def register(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 def get_backend(name: str) -> Callable[..., Any]:
-    """The backend class registered as `name` (importing its module on first use)."""
+    """The backend class registered as `name` (importing its module on first use); an unknown name
+    is a `ValueError` listing the known ones."""
     if name not in _REGISTRY:
-        if name not in BACKEND_MODULES:
-            raise ValueError(f"policy.backend: unknown backend {name!r}; known: {sorted(BACKEND_MODULES)}")
-        importlib.import_module(BACKEND_MODULES[name])
+        from rl.backends.rules import backend_rules
+
+        importlib.import_module(backend_rules(name).implementation)
     return _REGISTRY[name]

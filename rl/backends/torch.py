@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from rl.algorithms.loss import LossConfig
 from rl.backends import register
+from rl.backends.torch_rules import TorchRules
 from rl.backends.train_step import Forward, PrevLogprobs, backward_micro_batch, forwards, schedule_lr, train_fields
 from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
 from rl.data.errors import DataIntegrityError
@@ -30,21 +31,6 @@ from rl.models.packed_forward import packed_token_logprobs
 from rl.models.packing import Packing
 
 __all__ = ["TorchBackend"]
-
-
-def _check_data_parallel_only(parallel: ParallelConfig | None, precision: str, distributed_optimizer: bool,
-                              compile: bool = False) -> None:
-    parallel = parallel if parallel is not None else ParallelConfig()
-    model_parallel = {k: getattr(parallel, k) for k in ("tp", "pp", "cp", "ep", "etp") if getattr(parallel, k) != 1}
-    if model_parallel:
-        raise ValueError(f"policy.parallel: the torch backend is data parallel only, got {model_parallel}; "
-                         "use policy.backend: megatron")
-    if precision != "fp32":
-        raise ValueError(f"policy.precision: the torch backend trains in fp32 only, got {precision!r}")
-    if distributed_optimizer:
-        raise ValueError("policy.distributed_optimizer: the torch backend has no distributed optimizer")
-    if compile:
-        raise ValueError("policy.compile: the torch backend runs eager; use policy.backend: megatron")
 
 
 def _cut(columns: dict[str, torch.Tensor], *, size: int, packing: SequencePackingConfig,
@@ -92,7 +78,10 @@ class TorchBackend:
                  activation_checkpointing: bool = False,
                  sequence_packing: SequencePackingConfig | None = None,
                  logprob_micro_batch_size: int | None = None) -> None:
-        _check_data_parallel_only(parallel, precision, distributed_optimizer, compile)
+        refused = TorchRules().policy_refusals(parallel=parallel or ParallelConfig(), precision=precision,
+                                               distributed_optimizer=distributed_optimizer, compile=compile)
+        if refused:  # the preflight refused it before launch; a backend built by hand refuses it here
+            raise ValueError(refused[0])
         self.device = torch.device(device)
         if self.device.type == "cuda":
             torch.use_deterministic_algorithms(True, warn_only=True)

@@ -26,6 +26,7 @@ import torch.distributed as dist
 from rl import faults, refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
+from rl.backends.rules import backend_rules
 from rl.backends.train_step import train_fields
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.data.plane import RankRows
@@ -77,7 +78,7 @@ class PolicyWorker(WorkerBase):
                 "nccl" if self.device == "cuda" else "gloo", init_method=f"tcp://{addr}:{port}",
                 rank=self.rank, world_size=self.world_size,
                 timeout=datetime.timedelta(seconds=GLOO_TIMEOUT_S))
-        if backend == "torch":
+        if backend_rules(backend).takes_device:
             backend_kwargs = {**backend_kwargs, "device": self.device}
         self.backend = get_backend(backend)(weights=weights, **backend_kwargs)
         if teacher is not None:

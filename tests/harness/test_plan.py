@@ -69,16 +69,10 @@ def test_production_plan_is_sound():
          "policy.parallel.sp must be true"),
         ({"policy__parallel": {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": True}},
          "needs policy.parallel.tp > 1"),
-        ({"policy__parallel": {"tp": 16, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": True}}, "num_key_value_heads"),
         ({"policy__parallel": {"tp": 1, "pp": 16, "cp": 1, "ep": 1, "etp": 1, "sp": False}}, "num_hidden_layers"),
-        ({"policy__parallel": {"tp": 1, "pp": 2, "cp": 1, "ep": 8, "etp": 1, "sp": False},
-          "model__config__tie_word_embeddings": True}, "pipelines untied embeddings only"),
-        ({"policy__parallel": {"tp": 2, "pp": 1, "cp": 4, "ep": 16, "etp": 1, "sp": True},
-          "model__config__linear_num_key_heads": 4}, "model.config.linear_num_key_heads = 4"),
         ({"generation__tp": 3}, "generation.tp = 3 does not divide the 16 devices"),
         ({"algorithm__prompts_per_step": 33, "algorithm__generations_per_prompt": 3},
          "not divisible by DP x policy.micro_batch_size"),
-        ({"policy__backend": "torch"}, "policy.backend torch supports data parallel only"),
         ({"policy__distributed_optimizer": False, "policy__precision": "fp32",
           "policy__parallel": {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": False}}, "exceeds its"),
         ({"limits__gpu_hours": 10}, "over limits.gpu_hours"),
@@ -89,6 +83,27 @@ def test_each_bad_plan_is_rejected_naming_its_keys(changes, named):
         make_plan(recipe(**changes))
     assert named in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("changes", [
+    {"policy__parallel": {"tp": 16, "pp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": True}},
+    {"policy__parallel": {"tp": 1, "pp": 2, "cp": 1, "ep": 8, "etp": 1, "sp": False},
+     "model__config__tie_word_embeddings": True},
+    {"policy__parallel": {"tp": 2, "pp": 1, "cp": 4, "ep": 16, "etp": 1, "sp": True},
+     "model__config__linear_num_key_heads": 4},
+    {"policy__backend": "torch"},
+])
+def test_a_training_backends_own_rules_are_left_to_the_engine(changes):
+    """megatron's kv and gated-delta-net heads over tp/cp, its untied embeddings under pp, the torch
+    backend's data parallel only: the engine's preflight refuses them from the backend's rules
+    (tests/rl/test_backend_rules.py), and `harness plan` / `run` print its lines; the plan does not
+    restate them (a layout may still overflow the memory: that is the plan's)."""
+    try:
+        problems = make_plan(recipe(**changes)).warnings
+    except PlanError as error:
+        problems = error.problems
+    named = ("num_key_value_heads", "tie_word_embeddings", "linear_num_key_heads", "policy.backend")
+    assert not [p for p in problems if any(key in p for key in named)]
 
 
 def test_a_packed_row_budget_sizes_the_activation_estimate():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl.backends.megatron.compile import CPU_REFUSAL
+from rl.backends.megatron.rules import CPU_REFUSAL
 from rl.config import parse_config
 from rl.models.logprobs import gather_logprobs
 from rl.preflight import static_refusals

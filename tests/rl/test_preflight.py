@@ -88,7 +88,9 @@ def test_several_nodes_without_a_ray_cluster_are_refused(gpus):
 
 def test_a_tp_cp_group_wider_than_a_node_is_refused_but_ep_may_span_nodes():
     two_by_two = {"nodes": 2, "devices_per_node": 2, "device": "cpu"}
-    wide = recipe(cluster=two_by_two, policy__backend="megatron", policy__parallel={"tp": 4})
+    heads = {**CPU_RECIPE["model"]["config"], "num_key_value_heads": 4, "linear_num_key_heads": 4,
+             "linear_num_value_heads": 4}  # tp 4 shards them: only the nodes are wrong
+    wide = recipe(cluster=two_by_two, policy__backend="megatron", policy__parallel={"tp": 4}, model__config=heads)
     assert static_refusals(wide) == ["cluster.devices_per_node: 2 per node, but policy.parallel tp x cp = 4 "
                                      "would span nodes; tp x cp must divide cluster.devices_per_node"]
     assert static_refusals(recipe(cluster=two_by_two, policy__backend="megatron",
@@ -311,15 +313,17 @@ def test_data_files_are_checked_shipped_anywhere_local_on_the_machine(tmp_path):
     assert static_refusals(good) == [] and machine_refusals(good) == []
 
 
-@pytest.mark.parametrize("key,value,module", [("policy", {"backend": "megatron"}, "megatron.core"),
-                                              ("data_plane", {"backend": "tq"}, "transfer_queue")])
-def test_a_backend_whose_module_is_missing_is_refused_with_the_set_up_named(gpus, installed, key, value, module):
+@pytest.mark.parametrize("key,value,module,package", [
+    ("policy", {"backend": "megatron"}, "megatron.core", "megatron-core"),
+    ("data_plane", {"backend": "tq"}, "transfer_queue", "transferqueue")])
+def test_a_backend_whose_module_is_missing_is_refused_with_the_set_up_named(gpus, installed, key, value, module,
+                                                                             package):
     data = recipe(**{key: {**CPU_RECIPE[key], **value}})
     installed[module] = True
     assert machine_refusals(data) == []
     installed[module] = False
     assert machine_refusals(data) == [f"{key}.backend: {value['backend']} needs {module}, which is not importable "
-                                      f"here; install {preflight.OPTIONAL_MODULES[0 if key == 'policy' else 1][3]}"]
+                                      f"here; install {package}: {preflight.SETUP}"]
 
 
 def test_fla_that_does_not_import_refuses_a_gpu_run(gpus, installed, monkeypatch):

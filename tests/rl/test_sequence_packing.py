@@ -193,7 +193,7 @@ def test_the_megatron_backend_refuses_packing_a_vlm_before_building_anything() -
     if importlib.util.find_spec("megatron") is None:
         pytest.skip("megatron-core not installed")
     from rl.backends import get_backend
-    from rl.backends.megatron import packing_refusals
+    from rl.backends.megatron.rules import packing_refusals
 
     with pytest.raises(ValueError) as info:
         get_backend("megatron")(model_cfg={"modality": "vision"}, vocab_size=VOCAB, optimizer_cfg=OptimizerConfig(),

@@ -33,7 +33,8 @@ import torch
 import torch.distributed as dist
 
 from rl.backends import register
-from rl.backends.megatron import packing_refusals, shims
+from rl.backends.megatron import shims
+from rl.backends.megatron.rules import MegatronRules
 
 shims.apply()
 
@@ -142,7 +143,7 @@ class MegatronBackend:
         sequence_packing: `policy.sequence_packing` (None: off): the log-prob and training passes
             forward packed rows (`rl.backends.megatron.packed`, under cp > 1
             `rl.backends.megatron.packed_context`); refused for a VLM and for cp > 1 with pp > 1
-            (`packing_refusals`).
+            (rl/backends/megatron/rules.py).
     """
 
     def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig, micro_batch_size: int,
@@ -151,18 +152,14 @@ class MegatronBackend:
                  activation_checkpointing: bool = False, sequence_packing: SequencePackingConfig | None = None,
                  logprob_micro_batch_size: int | None = None) -> None:
         self.packing = sequence_packing if sequence_packing is not None else SequencePackingConfig()
-        if self.packing.enabled:
-            layout = parallel or ParallelConfig()
-            refusals = packing_refusals(cp=layout.cp, pp=layout.pp, vision=model_cfg.get("modality") == "vision")
-            if refusals:
-                raise ValueError(refusals[0])
-        if compile and shims.on_cpu():
-            raise ValueError(mcomp.CPU_REFUSAL)
-        if precision not in PRECISIONS:
-            raise ValueError(f"policy.precision: {precision!r} is not one of {sorted(PRECISIONS)}")
-        if distributed_optimizer and shims.on_cpu():
-            raise ValueError("policy.distributed_optimizer: megatron-core's DistributedOptimizer "
-                             "accepts CUDA tensors only; set it false for CPU runs")
+        layout, rules = parallel or ParallelConfig(), MegatronRules()
+        refusals = [*rules.policy_refusals(parallel=layout, precision=precision, compile=compile,
+                                           distributed_optimizer=distributed_optimizer),
+                    *rules.layout_refusals(parallel=layout, packing=self.packing.enabled, cpu=shims.on_cpu(),
+                                           vision=model_cfg.get("modality") == "vision", compile=compile,
+                                           distributed_optimizer=distributed_optimizer)]
+        if refusals:  # the preflight refused it before launch; a backend built by hand refuses it here
+            raise ValueError(refusals[0])
         self.parallel = mcfg.check_parallel(parallel if parallel is not None else ParallelConfig())
         _ensure_process_group()
         _init_parallel(self.parallel, seed)
@@ -180,9 +177,6 @@ class MegatronBackend:
         self.first_stage, self.last_stage = ps.is_pipeline_first_stage(), ps.is_pipeline_last_stage()
         self.layer_offset, self.layer_count = mpipe.stage_layers(
             self.hf_config.num_hidden_layers, self.parallel.pp, ps.get_pipeline_model_parallel_rank())
-        if self.parallel.pp > 1 and self.hf_config.tie_word_embeddings:
-            raise ValueError("model.config.tie_word_embeddings: tied embeddings are not supported with "
-                             "policy.parallel.pp > 1 (the first and last stages would share a weight)")
         local, visual = self._local_weights(weights, model_cfg)
         self.gpt = self._build(local, visual)
         self.reference_gpt = self._build(local, visual).requires_grad_(False)

@@ -21,9 +21,6 @@ import torch
 from rl.backends.megatron import fla_ops
 from rl.models.logprobs import gather_logprobs
 
-CPU_REFUSAL = "policy.compile: torch.compile of the megatron layers needs a GPU (cluster.device is cpu); set it false"
-
-
 compiled_next_token_logprobs = torch.compile(gather_logprobs, dynamic=None)
 
 

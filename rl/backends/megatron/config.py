@@ -40,6 +40,7 @@ from megatron.core.transformer.transformer_config import TransformerConfig  # no
 from megatron.core.transformer.transformer_layer import TransformerLayer  # noqa: E402
 
 from rl.backends.megatron.experts import with_grouped_experts  # noqa: E402
+from rl.backends.megatron.rules import shape_refusals  # noqa: E402
 from rl.config import ParallelConfig  # noqa: E402
 from rl.models.mrope import mrope_angles, mrope_section_of  # noqa: E402
 
@@ -106,16 +107,9 @@ def _check_supported(hf_config, parallel: ParallelConfig) -> None:
     unknown = sorted(set(hf_config.layer_types) - set(LAYER_TYPES))
     if unknown:
         raise ValueError(f"model.config.layer_types: the megatron backend maps {list(LAYER_TYPES)}, got {unknown}")
-    if "linear_attention" in hf_config.layer_types:
-        heads = {"linear_num_key_heads": hf_config.linear_num_key_heads,
-                 "linear_num_value_heads": hf_config.linear_num_value_heads}
-        for name, count in heads.items():
-            if count % (parallel.tp * parallel.cp):
-                raise ValueError(f"policy.parallel: tp x cp = {parallel.tp * parallel.cp} must divide "
-                                 f"model.config.{name} ({count}) for the linear-attention layers")
-    if hf_config.num_key_value_heads % parallel.tp:
-        raise ValueError(f"policy.parallel.tp: {parallel.tp} must divide model.config.num_key_value_heads "
-                         f"({hf_config.num_key_value_heads})")
+    refused = shape_refusals(parallel, hf_config.to_dict())  # also asked before launch (rl/preflight.py)
+    if refused:
+        raise ValueError(refused[0])
     if hf_config.vocab_size % parallel.tp:
         raise ValueError(f"model.config.vocab_size: {hf_config.vocab_size} must be divisible by "
                          f"policy.parallel.tp ({parallel.tp}); set model.config.vocab_size to a multiple")
