@@ -12,6 +12,7 @@ device memory was given up (`pytest tests/rl/test_offload.py` on a GPU machine).
 from __future__ import annotations
 
 import importlib.util
+import types
 
 import pytest
 import torch
@@ -61,6 +62,23 @@ def test_the_state_is_every_parameter_grad_buffer_and_optimizer_tensor() -> None
     want = [*model.parameters(), *(p.grad for p in model.parameters()), *model.buffers(),
             *(v for s in optimizer.state.values() for v in s.values())]
     assert {id(t) for t in want} <= got
+
+
+def test_a_policy_worker_refuses_to_read_its_state_while_it_is_in_host_memory() -> None:
+    from rl.workers.policy import PolicyWorker
+
+    weights = torch.nn.Linear(2, 2)
+    worker = PolicyWorker.__new__(PolicyWorker)
+    worker.name, worker._host = "policy-0", HostOffload("cpu")
+    worker.backend = types.SimpleNamespace(training_state=lambda: state_tensors(modules=[weights]),
+                                           state_dict=lambda: {"w": weights.weight.detach().clone()})
+    worker.rank = 0
+    assert worker.offload() == 6 * 4
+    for call in (worker.state_dict, worker.checkpoint_state, worker.share_weights, worker.refit_layout):
+        with pytest.raises(RuntimeError, match=rf"policy-0.{call.__name__}: the training state is in host memory"):
+            call()
+    worker.reload()
+    assert torch.equal(worker.state_dict()["w"], weights.weight)
 
 
 def _backend(case: dict, weights: dict[str, torch.Tensor]):
