@@ -5,7 +5,8 @@
 From status.json (state, steps, wall seconds, exit code), result.json (checks passed of total and
 the failed ones, when the run was checked) and metrics.jsonl: medians over the steps after the first (the first
 step pays compilation and CUDA-graph capture) of the step time, generation and training tokens/s,
-refit seconds (and their maximum), the generator's KL error, the peak memory, and the mean reward
+refit seconds (and their maximum), the training state's offload and reload seconds
+(`generation.offload_training`; 0 without it), the generator's KL error, the peak memory, and the mean reward
 of the first and the last 10 steps. A run dir without status.json says so in its row.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 MEDIANS = {"step_s": "timing/train/total", "generation_tokens_per_s": "performance/generation_tokens_per_sec",
            "train_tokens_per_s": "performance/train_tokens_per_sec", "refit_s": "timing/train/refit",
+           "offload_s": "timing/train/offload", "reload_s": "timing/train/reload",
            "gen_kl_error": "train/gen_kl_error"}
 
 

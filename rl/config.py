@@ -153,6 +153,7 @@ class GenerationConfig:
     ignore_eos: bool = False  # every completion runs to max_new_tokens (tasks in rl.envs EOS_FREE_TASKS only)
     length_buckets: int = 1  # rows decoded in this many groups of similar prompt length (rl.generation.length_buckets)
     replicas: int | None = None  # data-parallel generation workers; None: rl.placement.generation_replicas derives it
+    offload_training: bool = False  # colocated: the training state waits in host memory while replicas decode
     temperature: float = 1.0
     env: dict[str, str] = field(default_factory=dict)  # the generation workers' only (RunConfig.worker_env)
 
@@ -497,7 +498,8 @@ TEACHER_FAMILIES = ("qwen3_5", "qwen3_5_moe", "llama")
 GRPO_ONLY = ("algorithm.baseline", "algorithm.normalize_rewards", "algorithm.dynamic_sampling",
              "algorithm.loss", "generation.backend", "generation.tp", "generation.colocated",
              "generation.temperature", "generation.decode", "generation.env", "generation.ignore_eos",
-             "generation.length_buckets", "generation.replicas", "data.val_every_steps")
+             "generation.length_buckets", "generation.replicas", "generation.offload_training",
+             "data.val_every_steps")
 
 
 def _validate_algorithm_sections(cfg: RunConfig) -> None:

@@ -13,7 +13,8 @@ for the machine's too.
   (the config only, never the weights: the 35B config takes a few milliseconds); the training
   backend takes the policy keys; the generation backend is one the engine implements (torch:
   `generation.backend: vllm` is refused here, on every machine), can shard as `generation.tp` asks
-  and can place and refit as many replicas as `generation.replicas` asks.
+  and can place and refit as many replicas as `generation.replicas` asks;
+  `generation.offload_training` only beside colocated replicas.
 * machine (`--machine`): enough GPUs for a GPU recipe and enough nodes for `cluster.nodes`
   (this machine's, one node, or the Ray cluster's at RAY_ADDRESS, which the engine joins); the
   modules the training backend, data plane and kernels import (megatron-core, transferqueue, fla where installed);
@@ -213,6 +214,9 @@ def _generation_refusals(cfg: RunConfig) -> list[str]:
     replicas = _replicas_refusal(cfg)
     if replicas:
         return [replicas]
+    if gen.offload_training and not gen.colocated:
+        return ["generation.offload_training: the generator has a GPU of its own (generation.colocated: false), "
+                "so the training state has no one to make room for; set it false, or colocate"]
     from rl.envs import EOS_FREE_TASKS
 
     if gen.ignore_eos and cfg.task.name not in EOS_FREE_TASKS:

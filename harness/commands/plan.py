@@ -44,7 +44,8 @@ def format_plan(plan: Plan) -> str:
     if plan.generation_memory is not None:
         g = plan.generation_memory
         resident = (f", training resident {sum(g.resident.values()):.1f}: {', '.join(g.resident)} (not offloaded)"
-                    if g.resident else ", no training state (a GPU of its own)")
+                    if g.resident else ", training state in host memory (generation.offload_training)"
+                    if g.offloaded else ", no training state (a GPU of its own)")
         lines.append(f"memory     generation {g.total:.1f} of {g.capacity:g} GiB per GPU (replica {g.replica:.1f}, "
                      f"KV cache {g.kv_cache:.1f}, gated-delta-net state {g.gdn_state:.1f}{resident}; "
                      f"{g.rows} rows x {g.seq_len} tokens a replica)")

@@ -12,7 +12,7 @@ The terms (GiB on the GPU of the busiest replica):
 * the rows a replica decodes at once: its share of the step, whole GRPO groups to a replica
   (`rows_per_replica`); the cache positions: the prompt allowance plus `generation.max_new_tokens`
   (a call's cache spans its longest prompt plus the new tokens);
-* training's resident set: `resident_during_generation`.
+* training's resident set: `resident_during_generation` (none with `generation.offload_training`).
 
 Not counted: the prompt forward's activations and the [rows, vocab] logits (under 1 GiB at the
 flagship's shape), and the caches of earlier call shapes the decoder may still keep
@@ -28,11 +28,15 @@ from harness.plan.memory import GIB, PRECISION_BYTES, PROMPT_ALLOWANCE, MemoryEs
 from harness.plan.model_size import ModelSize, head_dim, layer_types, linear_attention_shape
 
 RECURRENT_STATE_BYTES = 4  # fp32: HF's torch delta rule and fla's kernels both keep the state in fp32
-# The training terms a colocated GPU still holds while its replica decodes. The engine does not
-# offload the training state yet, and nothing empties the policy process's caching allocator, so
-# the blocks its activations freed stay reserved to it: all of training stays. When offload
-# exists, this rule is what changes.
+# The training terms a colocated GPU still holds while its replica decodes. Without
+# `generation.offload_training` nothing leaves and nothing empties the policy process's caching
+# allocator, so the blocks its activations freed stay reserved to it: all of training stays.
 RESIDENT_DURING_GENERATION = ("weights", "reference", "grads", "optimizer", "activations")
+# With it, the engine sends the weights, the reference copy, the grads and the optimizer state to
+# host memory and then empties the caching allocator (rl/backends/offload.py), so the activations'
+# reserved blocks go too: no training term stays. (The CUDA context and NCCL's buffers stay, as
+# they do in the training phase, where the plan does not count them either.)
+RESIDENT_WHEN_OFFLOADED: tuple[str, ...] = ()
 
 
 def kv_bytes_per_token(cfg: Mapping, dtype_bytes: int) -> int:
@@ -56,10 +60,15 @@ def rows_per_replica(recipe: Mapping, replicas: int) -> int:
     return groups * int(algo["generations_per_prompt"])
 
 
-def resident_during_generation(training: MemoryEstimate, *, colocated: bool) -> dict[str, float]:
+def resident_during_generation(training: MemoryEstimate, *, colocated: bool, offloaded: bool = False
+                               ) -> dict[str, float]:
     """GiB of each training term on a replica's GPU while it decodes; none when the replica has a
-    GPU of its own (`generation.colocated: false`)."""
-    return {term: getattr(training, term) for term in RESIDENT_DURING_GENERATION} if colocated else {}
+    GPU of its own (`generation.colocated: false`) or training waits in host memory
+    (`generation.offload_training`)."""
+    if not colocated:
+        return {}
+    terms = RESIDENT_WHEN_OFFLOADED if offloaded else RESIDENT_DURING_GENERATION
+    return {term: getattr(training, term) for term in terms}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +77,7 @@ class GenerationMemory:
     kv_cache: float
     gdn_state: float
     resident: dict[str, float]  # training term -> GiB still on the GPU
+    offloaded: bool  # generation.offload_training: the training state waits in host memory
     capacity: float
     rows: int
     seq_len: int
@@ -82,6 +92,7 @@ class GenerationMemory:
             "kv_cache": round(self.kv_cache, 2),
             "gdn_state": round(self.gdn_state, 2),
             "resident_from_training": {term: round(gib, 2) for term, gib in self.resident.items()},
+            "training_offloaded": self.offloaded,
             "total": round(self.total, 2),
             "capacity": self.capacity,
             "rows": self.rows,
@@ -100,11 +111,13 @@ def estimate_generation_memory(recipe: Mapping, cfg: Mapping, size: ModelSize, t
     full, linear = kinds.count("full_attention"), kinds.count("linear_attention")
     kv = full * kv_bytes_per_token(cfg, dtype_bytes) * rows * seq
     gdn = linear * gdn_state_bytes_per_row(cfg, dtype_bytes) * rows
+    offloaded = bool(gen["colocated"]) and bool(gen.get("offload_training", False))
     return GenerationMemory(
         replica=size.total_params * dtype_bytes / tp / GIB,
         kv_cache=kv / tp / GIB,
         gdn_state=gdn / tp / GIB,
-        resident=resident_during_generation(training, colocated=bool(gen["colocated"])),
+        resident=resident_during_generation(training, colocated=bool(gen["colocated"]), offloaded=offloaded),
+        offloaded=offloaded,
         capacity=training.capacity,
         rows=rows,
         seq_len=seq,

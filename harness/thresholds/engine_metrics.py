@@ -29,8 +29,9 @@ GRPO = (
     "train/ref_kl", "train/clip_fraction", "train/approx_kl", "train/is_truncated_fraction",
     "train/padding_fraction_generation", "train/padding_fraction_training",
     "timing/train/generation", "timing/train/old_logprobs", "timing/train/ref_logprobs", "timing/train/refit",
-    "timing/train/data_plane", "timing/train/other", "performance/generation_tokens_per_sec",
-    "performance/generation_replica_max_over_mean",
+    "timing/train/data_plane", "timing/train/offload", "timing/train/reload", "timing/train/other",
+    "performance/generation_tokens_per_sec", "performance/generation_replica_max_over_mean",
+    "performance/offloaded_gib",
     "val/accuracy", "val/num_samples",
 )
 DISTILL = (
@@ -59,6 +60,8 @@ ONLY_WHEN: dict[str, tuple[Callable[[Mapping], bool], str]] = {
                         "data.val_every_steps is not set, so no step runs validation"),
     "performance/peak_memory_gib": (lambda r: _get(r, "cluster.device", "cpu") != "cpu",
                                     "a CPU run records no device memory"),
+    "performance/offloaded_gib": (lambda r: bool(_get(r, "generation.offload_training", False)),
+                                  "generation.offload_training is false, so nothing goes to host memory"),
 }
 
 

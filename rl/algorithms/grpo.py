@@ -10,6 +10,8 @@ bitwise identical (the parity test checks it).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -30,8 +32,10 @@ __all__ = ["GRPODriver", "logprob_digest"]
 
 MAX_SAMPLING_ROUNDS = 4  # dynamic sampling gives up filling the batch after this many rounds
 # The step's phases (`timing/train/<phase>`, seconds): they and `other` add up to `total`.
-# `data_plane` is the rows' way into, out of and off the store outside the phases' own calls.
-PHASES = ("generation", "old_logprobs", "ref_logprobs", "training", "refit", "data_plane")
+# `data_plane` is the rows' way into, out of and off the store outside the phases' own calls;
+# `offload` and `reload` the training state's trip to host memory and back around generation
+# (`generation.offload_training`).
+PHASES = ("offload", "generation", "reload", "old_logprobs", "ref_logprobs", "training", "refit", "data_plane")
 TIMING_KEYS = ("total", *PHASES, "other")
 
 
@@ -94,6 +98,21 @@ class GRPODriver:
         self._record_invariant = record_invariant
         self.loss_cfg = cfg.algorithm.loss
         self.cursor = 0  # batches of prompts drawn so far (the data cursor)
+        self.offloaded_bytes = 0  # the most one policy rank sent to host memory in the last generation
+
+    @contextmanager
+    def _decoding(self, timer: Timer) -> Iterator[None]:
+        """The span the generation replicas decode in: with `generation.offload_training` the
+        policy ranks' training state waits in host memory meanwhile (timed `offload`, `reload`),
+        so a replica colocated on a rank's GPU has the room training held."""
+        if not self.cfg.generation.offload_training:
+            yield
+            return
+        with timer.time("offload"):
+            self.offloaded_bytes = self.policy.offload()
+        yield
+        with timer.time("reload"):
+            self.policy.reload()
 
     # --- rollout -------------------------------------------------------------------------------
 
@@ -160,8 +179,9 @@ class GRPODriver:
         dataset task's validation split), with the weights the generator holds after `step`."""
         problems = self.env.validation_problems()
         prompts = encode_prompts(self.tokenizer, problems, self.layout)
-        out, _ = self._decode(prompts.input_ids, seeds=row_seeds(self.alg.seed, len(problems)),
-                              prompt_lengths=prompts.lengths, images=prompts.columns(), temperature=0.0)
+        with self._decoding(Timer()):
+            out, _ = self._decode(prompts.input_ids, seeds=row_seeds(self.alg.seed, len(problems)),
+                                  prompt_lengths=prompts.lengths, images=prompts.columns(), temperature=0.0)
         gen = Generation.of(out)
         texts = decode_responses(self.tokenizer, gen)
         rewards = [self.env.score(p, t) for p, t in zip(problems, texts)]
@@ -174,7 +194,7 @@ class GRPODriver:
         alg = self.alg
         timer = Timer(prefix="timing/train")
         with timer:
-            with timer.time("generation"):
+            with self._decoding(timer), timer.time("generation"):
                 ro = self.rollout(step)
             advantages, _, _ = grpo_advantages(ro.rewards, group_size=alg.generations_per_prompt,
                                                baseline=alg.baseline, normalize=alg.normalize_rewards)
@@ -247,6 +267,8 @@ class GRPODriver:
             generation_seconds=out["timing/train/generation"]))
         if "peak_memory_gib" in train:  # GPU runs: the largest of any rank's peak
             out["performance/peak_memory_gib"] = train["peak_memory_gib"]
+        if self.cfg.generation.offload_training:
+            out["performance/offloaded_gib"] = self.offloaded_bytes / 2**30
         return out
 
 

@@ -15,6 +15,7 @@ Determinism is a design goal (the legacy and TQ data paths must give bitwise equ
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ import torch.distributed as dist
 
 from rl.algorithms.loss import LossConfig
 from rl.backends import register
+from rl.backends.offload import state_tensors
 from rl.backends.torch_rules import TorchRules
 from rl.backends.train_step import Forward, PrevLogprobs, backward_micro_batch, forwards, schedule_lr, train_fields
 from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
@@ -203,6 +205,11 @@ class TorchBackend:
 
     def reference_state_dict(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu().clone() for k, v in self.reference.state_dict().items()}
+
+    def training_state(self) -> Iterator[torch.Tensor]:
+        """Every tensor `generation.offload_training` sends to host memory (rl/backends/offload.py):
+        the policy's weights and grads, the reference's weights, AdamW's state."""
+        return state_tensors(modules=(self.model, self.reference), optimizers=(self.optimizer,))
 
     def optimizer_state(self) -> dict[str, Any]:
         return copy.deepcopy(self.optimizer.state_dict())

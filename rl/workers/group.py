@@ -178,6 +178,16 @@ class PolicyGroup:
         return {"total_flops": total, "num_ranks": self.num_ranks,
                 "theoretical_tflops": flops.theoretical_tflops(self.device, self.num_ranks)}
 
+    # --- the training state's stay in host memory (generation.offload_training) -------------
+
+    def offload(self) -> int:
+        """Every rank's training state to host memory; the most bytes one rank moved."""
+        return max(self.cluster.call(self.ranks, "offload", timeout_s=self.timeout_s))
+
+    def reload(self) -> int:
+        """Every rank's training state back on its device; the most bytes one rank moved."""
+        return max(self.cluster.call(self.ranks, "reload", timeout_s=self.timeout_s))
+
     # --- weights (collectives: every rank runs them, rank 0 holds the result) --------------
 
     def state_dict_ref(self) -> tuple[Any, list[Any]]:

@@ -16,9 +16,10 @@ runs `state_dict` / `checkpoint_state` and only rank 0 returns the (HF-format) w
 from __future__ import annotations
 
 import datetime
+import functools
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -26,6 +27,7 @@ import torch.distributed as dist
 from rl import faults, refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
+from rl.backends.offload import HostOffload
 from rl.backends.rules import backend_rules
 from rl.backends.train_step import train_fields
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
@@ -39,6 +41,19 @@ __all__ = ["PolicyWorker"]
 
 GLOO_TIMEOUT_S = 120
 SEQ_FIELDS = ("input_ids", "attention_mask")
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def resident(method: Method) -> Method:
+    """Refuse a call that reads the training state while it waits in host memory: its tensors
+    hold no bytes then (rl/backends/offload.py), and a read would be garbage or a crash."""
+    @functools.wraps(method)
+    def call(self: "PolicyWorker", *args: Any, **kwargs: Any) -> Any:
+        if self._host.offloaded:
+            raise RuntimeError(f"{self.name}.{method.__name__}: the training state is in host memory "
+                               "(generation.offload_training); reload it first")
+        return method(self, *args, **kwargs)
+    return call  # type: ignore[return-value]
 
 
 class PolicyWorker(WorkerBase):
@@ -59,6 +74,7 @@ class PolicyWorker(WorkerBase):
         self._train_calls = 0  # = the step in a fresh run (planted faults count steps by it)
         self.teacher: Any = None
         self.projection: Any = None
+        self._host = HostOffload(device)  # the training state's place while the replicas decode
 
     # --- set-up --------------------------------------------------------------------------
 
@@ -102,6 +118,7 @@ class PolicyWorker(WorkerBase):
 
     # --- work ----------------------------------------------------------------------------------
 
+    @resident
     def get_logprobs(self, data: BatchedDataDict | KVBatchMeta, *, reference: bool = False) -> Any:
         """Column `prev_logprobs` (or `ref_logprobs`) for each row."""
         images = self._image_fields(data)
@@ -112,6 +129,7 @@ class PolicyWorker(WorkerBase):
             return None  # a TP peer of a reporting rank: same values, dropped by the driver
         return self._answer(data, {"ref_logprobs" if reference else "prev_logprobs": lp})
 
+    @resident
     def train(self, data: BatchedDataDict | KVBatchMeta, *, num_tokens: int,
               loss_cfg: LossConfig, step: int) -> dict[str, float]:
         """One optimizer step, training step `step` of the run (its lr); metrics are this rank's
@@ -141,6 +159,7 @@ class PolicyWorker(WorkerBase):
         self.teacher.to(self.device).eval().requires_grad_(False)
         self.projection = spec.projection
 
+    @resident
     def distill(self, data: BatchedDataDict | KVBatchMeta, *, cfg: Any, step: int) -> dict[str, float]:
         """One optimizer step of cross-tokenizer distillation, training step `step` of the run (its
         lr); metrics are this rank's share.
@@ -176,13 +195,25 @@ class PolicyWorker(WorkerBase):
             while True:
                 time.sleep(3600)
 
+    # --- the training state's stay in host memory (generation.offload_training) -------------
+
+    def offload(self) -> int:
+        """The training state to host memory while the generation replicas decode; bytes moved."""
+        return self._host.offload(self.backend.training_state())
+
+    def reload(self) -> int:
+        """The training state back on the device for the log-prob and training passes; bytes moved."""
+        return self._host.reload()
+
     # --- weights and checkpoints -------------------------------------------------------------
 
+    @resident
     def state_dict(self) -> dict[str, torch.Tensor] | None:
         """HF-format policy weights on rank 0, None elsewhere; every rank must call it."""
         weights = self.backend.state_dict()
         return weights if self.rank == 0 else None
 
+    @resident
     def share_weights(self, replicas: int = 1) -> Any:
         """Refit, colocated: HF-format weights gathered on the device, packed into buckets and
         shared with the generation replica on the same GPU by CUDA IPC handles (the answer of
@@ -198,6 +229,7 @@ class PolicyWorker(WorkerBase):
     def release_weights(self) -> None:
         self._shared = None
 
+    @resident
     def refit_layout(self) -> Any:
         """Rank 0's refit layout (rl/refit.py `layout_of` of the gathered HF weights), None
         elsewhere; every rank must call it. What the generator's end of a refit channel expects."""
@@ -209,6 +241,7 @@ class PolicyWorker(WorkerBase):
         if self.rank == 0:
             self._channel = RefitChannel.open(address, rank=SENDER, layout=layout, device=self.device)
 
+    @resident
     def send_weights(self) -> None:
         """Refit, not colocated: gather the HF weights on the device and broadcast them to the
         generator over the refit channel (rank 0). Every rank must call it."""
@@ -216,6 +249,7 @@ class PolicyWorker(WorkerBase):
         if self.rank == 0:
             self._channel.send(refit.pack(weights))
 
+    @resident
     def checkpoint_state(self) -> dict[str, Any]:
         """This rank's optimizer state; rank 0 adds the policy and reference weights.
         Every rank must call it (the weights are gathered). Everything comes back on the CPU."""
@@ -225,6 +259,7 @@ class PolicyWorker(WorkerBase):
             state.update(policy=policy, reference=reference)
         return state
 
+    @resident
     def load_checkpoint(self, optimizer: dict, *, policy: dict, reference: dict | None) -> None:
         """Load the weights and THIS rank's optimizer state (saved under the same layout)."""
         self.backend.load_state(policy=policy, optimizer=optimizer, reference=reference)

@@ -189,8 +189,20 @@ def test_a_generation_phase_over_the_device_is_refused_naming_the_phase_and_the_
     estimated = float(message.split("estimated ")[1].split(" GiB")[0])
     over = float(message.split("GiB by ")[1].split(" ")[0])
     assert message.startswith("r: generation phase: estimated ") and "\n" not in message
-    assert "training phase" not in message and "the engine does not offload it yet" in message
+    assert "training phase" not in message and "set generation.offload_training: true" in message
     assert over == pytest.approx(estimated - 139.8, abs=0.051) and over > 0
+
+
+def test_a_generation_phase_that_fits_once_training_waits_in_host_memory_is_planned():
+    """The same rollouts as above, the training state offloaded: no training term stays beside the replica."""
+    resident = make_plan(recipe(generation__tp=1, generation__max_new_tokens=8192, generation__colocated=False,
+                                generation__replicas=16)).generation_memory
+    plan = make_plan(recipe(generation__tp=1, generation__max_new_tokens=8192, generation__offload_training=True))
+    gen = plan.generation_memory
+    assert gen.resident == {} and gen.offloaded and gen.total == pytest.approx(resident.total)
+    assert gen.total < gen.capacity
+    assert plan.to_json()["memory_gib"]["generation"]["training_offloaded"] is True
+    assert "training state in host memory (generation.offload_training)" in format_plan(plan)
 
 
 @pytest.mark.parametrize("command", [["plan"], ["run", "--dry-run"]])

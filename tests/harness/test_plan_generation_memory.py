@@ -6,6 +6,7 @@ import pytest
 
 from harness.plan.generation_memory import (
     RESIDENT_DURING_GENERATION,
+    RESIDENT_WHEN_OFFLOADED,
     estimate_generation_memory,
     gdn_state_bytes_per_row,
     kv_bytes_per_token,
@@ -57,6 +58,18 @@ def test_training_stays_resident_beside_a_colocated_replica_only():
         "weights": 1.0, "reference": 1.0, "grads": 2.0, "optimizer": 3.0, "activations": 0.5}
     assert tuple(resident_during_generation(TRAINING, colocated=True)) == RESIDENT_DURING_GENERATION
     assert resident_during_generation(TRAINING, colocated=False) == {}
+
+
+def test_no_training_term_stays_once_the_engine_offloads_it_and_empties_its_cache():
+    assert RESIDENT_WHEN_OFFLOADED == ()
+    assert resident_during_generation(TRAINING, colocated=True, offloaded=True) == {}
+    size = model_size(TINY, family="qwen3_5_moe")
+    offloaded = recipe()
+    offloaded["generation"]["offload_training"] = True
+    est = estimate_generation_memory(offloaded, TINY, size, TRAINING, replicas=1)
+    kept = estimate_generation_memory(recipe(), TINY, size, TRAINING, replicas=1)
+    assert est.offloaded and not kept.offloaded and est.to_json()["resident_from_training"] == {}
+    assert est.total == pytest.approx(kept.total - 7.5)  # weights, reference, grads, optimizer, activations
 
 
 def test_the_generation_phase_of_the_tiny_shape():

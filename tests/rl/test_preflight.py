@@ -173,6 +173,19 @@ def test_distillation_refuses_generation_replicas_it_would_not_read():
     assert static_refusals(data)[0].startswith("generation.replicas: algorithm.name: distill does not read it")
 
 
+def test_offloading_the_training_state_is_refused_where_no_replica_shares_its_gpus():
+    gpu = {"nodes": 1, "devices_per_node": 2, "device": "h200"}
+    apart = ["generation.offload_training: the generator has a GPU of its own (generation.colocated: false), "
+             "so the training state has no one to make room for; set it false, or colocate"]
+    assert static_refusals(recipe(cluster=gpu, generation__offload_training=True, generation__colocated=False)) == apart
+    assert static_refusals(recipe(generation__offload_training=True, generation__colocated=False)) == apart
+    for fine in ({"cluster": gpu, "generation__offload_training": True}, {"generation__offload_training": True}):
+        assert static_refusals(recipe(**fine)) == [], fine
+    data = yaml.safe_load((ROOT / "recipes" / "xtoken_distill_cpu.yaml").read_text())
+    data["generation"]["offload_training"] = True
+    assert static_refusals(data)[0].startswith("generation.offload_training: algorithm.name: distill does not read it")
+
+
 def test_an_unknown_model_config_field_is_refused_with_its_key():
     data = recipe(model__config={"hidden_size": 64, "full_attention_interval": 4})
     (line,) = static_refusals(data)

@@ -165,9 +165,11 @@ def test_a_rank_answers_them_as_get_logprobs_does(rows_cls) -> None:
             assert "prev_logprobs" not in cols
             return {"loss": 0.25, "prev_logprobs": prev}
 
+    from rl.backends.offload import HostOffload
+
     worker = PolicyWorker.__new__(PolicyWorker)
-    worker.backend, worker._rows, worker._train_calls, worker.device, worker.rank = \
-        Backend(), plane.worker_client, 0, "cpu", 0
+    worker.backend, worker._rows, worker._train_calls, worker.device, worker.rank, worker._host = \
+        Backend(), plane.worker_client, 0, "cpu", 0, HostOffload("cpu")
     out = worker.train(handle, num_tokens=1, loss_cfg=TRAINING, step=1)
     if rows_cls is CallRows:
         assert torch.equal(out.pop("prev_logprobs"), prev)

@@ -90,6 +90,7 @@ READERS: dict[str, tuple[str, str]] = {
     "generation.ignore_eos": ("rl/run.py", "cfg.generation.ignore_eos"),
     "generation.length_buckets": ("rl/algorithms/grpo.py", "self.cfg.generation.length_buckets"),
     "generation.replicas": ("rl/run.py", "replicas=cfg.generation.replicas"),
+    "generation.offload_training": ("rl/algorithms/grpo.py", "self.cfg.generation.offload_training"),
     "generation.temperature": ("rl/run.py", "cfg.generation.temperature"),
     "algorithm.name": ("rl/config.py", '"algorithm.name": ("grpo", "distill")'),
     "algorithm.seed": ("rl/run.py", "seed=alg.seed"),

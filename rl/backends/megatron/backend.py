@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import torch
@@ -63,6 +64,7 @@ from rl.backends.megatron import packed as mpack  # noqa: E402
 from rl.backends.megatron import packed_context as mpcp  # noqa: E402
 from rl.backends.megatron import pipeline as mpipe  # noqa: E402
 from rl.backends.megatron import vision as mvis  # noqa: E402
+from rl.backends.offload import state_tensors  # noqa: E402
 from rl.backends.train_step import (  # noqa: E402
     Forward,
     PrevLogprobs,
@@ -516,6 +518,17 @@ class MegatronBackend:
 
     def reference_state_dict(self) -> dict[str, torch.Tensor]:
         return self._hf_weights(self.reference_gpt)
+
+    def training_state(self) -> Iterator[torch.Tensor]:
+        """Every tensor `generation.offload_training` sends to host memory (rl/backends/offload.py):
+        the policy's and the reference's parameters; DDP's contiguous param (distributed optimizer)
+        and grad buffers, which the parameters and their `main_grad`s view; each inner optimizer's
+        parameters (the fp32 main copies under bf16, the shards under the distributed optimizer)
+        and its Adam state."""
+        buffers = self.ddp.buffers + self.ddp.expert_parallel_buffers
+        inner = [opt.optimizer for opt in self._chained() if getattr(opt, "optimizer", None) is not None]
+        return state_tensors(modules=(self.ddp, self.reference), optimizers=inner,
+                             extra=[t for b in buffers for t in (b.param_data, b.grad_data)])
 
     def optimizer_state(self) -> dict[str, Any]:
         """This rank's optimizer state; reload it under the same parallel layout."""
