@@ -5,16 +5,57 @@ saying where each weight lives in it. On one GPU (colocated generation) the buck
 generator as CUDA IPC handles (`share` / `open_shared`): the generator copies device to device
 out of the trainer's memory, nothing is pickled but a few handles. On the CPU the same buckets
 travel as tensors. The trainer keeps its buckets alive until the generator has copied them.
+
+A colocated refit streams: the weights go over in chunks of whole layers (`chunked`), each
+gathered from the training layout on the device, packed, copied by the replicas and released
+before the next, so the transient it adds to a GPU is one chunk (about `CHUNK_BYTES`), not a
+second whole model (a 35B policy is ~65 GiB in bf16 beside its replica's own ~65).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["Packed", "Slot", "layout_of", "open_shared", "pack", "share", "to_cpu", "unpack"]
+__all__ = ["CHUNK_BYTES", "Packed", "Slot", "chunked", "layer_of", "layout_of", "open_shared", "pack", "share",
+           "to_cpu", "unpack"]
+
+CHUNK_BYTES = 2 * 1024**3  # a streamed refit's chunk: whole layers up to this many bytes (one larger layer alone)
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def layer_of(name: str) -> int | None:
+    """The decoder layer a weight belongs to (`...layers.7.mlp...` -> 7), None for the rest
+    (embeddings, final norm, output layer, a vision tower's blocks are `blocks.N`)."""
+    match = _LAYER.search(name)
+    return int(match.group(1)) if match else None
+
+
+def chunked(sizes: dict[str, int], budget: int | None = None) -> list[list[str]]:
+    """The names of `sizes` (name -> bytes) in refit chunks: first everything outside the decoder
+    layers, then consecutive whole layers, each chunk at most `budget` bytes unless one layer alone
+    is larger (`budget` None: CHUNK_BYTES). Every rank that calls it with the same names and sizes
+    gets the same chunks."""
+    budget = CHUNK_BYTES if budget is None else budget
+    layers: dict[int, list[str]] = {}
+    rest = []
+    for name in sizes:
+        layer = layer_of(name)
+        (rest if layer is None else layers.setdefault(layer, [])).append(name)
+    chunks, current, used = [rest] if rest else [], [], 0
+    for layer in sorted(layers):
+        names = layers[layer]
+        nbytes = sum(sizes[n] for n in names)
+        if current and used + nbytes > budget:
+            chunks.append(current)
+            current, used = [], 0
+        current, used = current + names, used + nbytes
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 @dataclass(frozen=True)

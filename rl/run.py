@@ -309,7 +309,7 @@ class Engine:
         else:
             self.generation = self._generate_fn(gens, tokenizer)
             self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=self.generation,
-                                     refit=self._refit_fn(gens, ranks, placement), tokenizer=tokenizer, env=env,
+                                     refit=self._refit_fn(gens, ranks), tokenizer=tokenizer, env=env,
                                      store=self.plane, layout=ImageLayout.of(config),
                                      record_invariant=self._record_invariant)
         if self.ckpt is not None:
@@ -380,7 +380,7 @@ class Engine:
         return ReplicaSpread(submit, num_replicas=len(gens), new_tokens=cfg.generation.max_new_tokens,
                              pad_token_id=tokenizer.pad_token_id, record_invariant=self._record_invariant)
 
-    def _refit_fn(self, gens: list[Any], ranks: list[Any], placement: Any) -> Any:
+    def _refit_fn(self, gens: list[Any], ranks: list[Any]) -> Any:
         """`version -> seconds`: every replica gets the policy's new weights, the slowest's seconds."""
         cfg, cluster = self.cfg, self.cluster
         names = [*(h.name for h in ranks), *(g.name for g in gens)]
@@ -392,23 +392,33 @@ class Engine:
             cluster.get([ranks[0].actor.open_refit_channel.remote(address, layout),
                          gen.actor.open_refit_channel.remote(address, layout)], [ranks[0].name, gen.name],
                         timeout_s=timeout)
+        chunks = 0 if not cfg.generation.colocated else cluster.call(ranks[:1], "refit_chunks", timeout_s=timeout)[0]
 
         def refit(version: int) -> float:
             if not cfg.generation.colocated:
                 every_rank = [h.actor.send_weights.remote() for h in ranks]  # a collective: all gather
                 load = gens[0].actor.receive_weights.remote(version)
                 return cluster.get([*every_rank, load], names, timeout_s=timeout)[-1]
-            if placement.gpu:  # colocated: device to device, replica i out of rank i's buckets on their GPU
-                every_rank = [h.actor.share_weights.remote(len(gens)) for h in ranks]  # a collective: all gather
-                loads = [g.actor.load_shared.remote(every_rank[i], version) for i, g in enumerate(gens)]
-                seconds = cluster.get([*every_rank, *loads], names, timeout_s=timeout)[len(ranks):]
-                cluster.call(ranks[:len(gens)], "release_weights", timeout_s=timeout)
-                return max(seconds)
-            state, every_rank = self.policy.state_dict_ref()  # a collective: all ranks gather
-            loads = [g.actor.load_weights.remote(state, version) for g in gens]
-            return max(cluster.get([*every_rank, *loads], names, timeout_s=timeout)[len(ranks):])
+            return self._streamed_refit(gens, ranks, version, chunks)
 
         return refit
+
+    def _streamed_refit(self, gens: list[Any], ranks: list[Any], version: int, chunks: int) -> float:
+        """Colocated refit, one chunk of whole layers at a time (rl/refit.py): every rank gathers
+        the chunk from the training layout (a collective), ranks below the replica count pack and
+        share it (on a GPU as CUDA IPC handles: replica i copies device to device out of rank i's
+        buckets on their GPU; on a CPU as tensors, replica i from rank i mod ranks), the replicas
+        copy it in, the ranks release it. Returns the seconds of the slowest copy, summed."""
+        cluster, timeout = self.cluster, self.cfg.limits.worker_timeout_s
+        names = [*(h.name for h in ranks), *(g.name for g in gens)]
+        seconds = 0.0
+        for index in range(chunks):
+            every_rank = [h.actor.share_weight_chunk.remote(index, len(gens)) for h in ranks]
+            loads = [g.actor.load_shared_chunk.remote(every_rank[i % len(ranks)], version, last=index == chunks - 1)
+                     for i, g in enumerate(gens)]
+            seconds += max(cluster.get([*every_rank, *loads], names, timeout_s=timeout)[len(ranks):])
+            cluster.call(ranks[:len(gens)], "release_weights", timeout_s=timeout)
+        return seconds
 
     def _record_invariant(self, record: dict[str, Any]) -> None:
         self.runlog.log_invariant({**record, "step": self.step})

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rl import refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import register
 from rl.backends.offload import state_tensors
@@ -202,6 +203,22 @@ class TorchBackend:
         if on_device:
             return {k: v.detach() for k, v in self.model.state_dict().items()}
         return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+
+    def refit_chunks(self) -> int:
+        """How many chunks a streamed refit takes (rl.refit.chunked over the policy's weights)."""
+        return len(self._refit_plan())
+
+    def refit_chunk(self, index: int) -> dict[str, torch.Tensor]:
+        """Chunk `index` of the policy's weights, as `state_dict(on_device=True)` gives them
+        (each rank holds the whole model: no gather)."""
+        weights = self.model.state_dict()
+        return {k: weights[k].detach() for k in self._refit_plan()[index]}
+
+    def _refit_plan(self) -> list[list[str]]:
+        if getattr(self, "_refit_chunks", None) is None:
+            self._refit_chunks = refit.chunked({k: v.numel() * v.element_size()
+                                                for k, v in self.model.state_dict().items()})
+        return self._refit_chunks
 
     def reference_state_dict(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu().clone() for k, v in self.reference.state_dict().items()}

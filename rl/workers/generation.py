@@ -1,12 +1,13 @@
 """The generation worker: a Ray actor that samples rollouts with a KV cache.
 
-It holds its own copy of the policy weights and is refit from policy rank 0 before every
-step's rollouts; `load_weights` / `load_shared` report how long the copy took so the driver can
-log `timing/train/refit`. On a GPU it samples on the device in the policy's precision (bf16 for
-a bf16 policy) from a device generator seeded per call, and a colocated refit copies device to
-device out of rank 0's buckets (`rl.refit`); a generator that is not colocated receives rank 0's
-buckets by broadcast over a refit channel of its own (`rl.refit_channel`: NCCL between GPUs, gloo
-on the CPU); otherwise, on the CPU, the state dict comes through the object store. `decode`
+It holds its own copy of the policy weights and is refit before every step's rollouts;
+`load_shared_chunk` / `receive_weights` report how long the copy took so the driver can log
+`timing/train/refit`. On a GPU it samples on the device in the policy's precision (bf16 for a
+bf16 policy) from a device generator seeded per call. A colocated refit streams chunks of whole
+layers (`rl.refit`): on a GPU each is copied device to device out of its policy rank's buckets,
+on the CPU it comes through the object store; a generator that is not colocated receives rank
+0's buckets by broadcast over a refit channel of its own (`rl.refit_channel`: NCCL between GPUs,
+gloo on the CPU). `decode`
 (`rl.generation.decode_mode`) picks the loop: "graphs"/"static" sample from a
 static cache (`rl.generation.static_decode`; a refit copies into the same parameter tensors, so
 captured graphs stay valid), "eager" from the model's own cache. On CUDA the decode step's attention
@@ -49,6 +50,7 @@ class GenerationWorker(WorkerBase):
         self.decoder: StaticDecoder | None = None
         self.version = -1
         self.channel: RefitChannel | None = None
+        self._refit_seen: set[str] = set()  # the weights a streamed refit has copied so far
 
     def setup(self, *, model_cfg: dict, vocab_size: int, seed: int, weights: dict[str, torch.Tensor] | None) -> None:
         """Build the generation model; `weights` None: keep the checkpoint at `model.path` as
@@ -67,19 +69,28 @@ class GenerationWorker(WorkerBase):
             self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs")
         self.version = 0
 
-    def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> float:
-        """Refit: copy the policy's weights in; returns the seconds it took."""
-        t0 = time.perf_counter()
-        self.model.load_state_dict(weights)
-        self.version = version
-        return time.perf_counter() - t0
-
     @torch.no_grad()
-    def load_shared(self, shared: dict[str, Any], version: int) -> float:
-        """Refit from rank 0's buckets on this GPU (`rl.refit.share`); returns the seconds it took."""
+    def load_shared_chunk(self, shared: dict[str, Any], version: int, *, last: bool) -> float:
+        """Streamed refit: copy one chunk of the policy's weights out of its rank's buckets
+        (`rl.refit.share`); the last chunk checks every weight came and sets `version`. Returns the
+        seconds it took."""
         t0 = time.perf_counter()
-        self._copy_in(refit.unpack(refit.open_shared(shared)))
-        self.version = version
+        params = dict(self.model.state_dict())
+        weights = refit.unpack(refit.open_shared(shared))
+        unknown = sorted(set(weights) - set(params))
+        if unknown:
+            raise RuntimeError(f"{self.name}: a refit chunk has {len(unknown)} weights this model lacks, "
+                               f"e.g. {unknown[:3]}")
+        for name, tensor in weights.items():
+            params[name].copy_(tensor)
+        self._refit_seen.update(weights)
+        if self.device == "cuda":
+            torch.cuda.synchronize()  # the trainer frees its chunk's buckets once we return
+        if last:
+            missing, self._refit_seen = sorted(set(params) - self._refit_seen), set()
+            if missing:
+                raise RuntimeError(f"{self.name}: refit lacks {len(missing)} weights, e.g. {missing[:3]}")
+            self.version = version
         return time.perf_counter() - t0
 
     def _copy_in(self, weights: dict[str, torch.Tensor]) -> None:

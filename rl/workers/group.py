@@ -190,11 +190,6 @@ class PolicyGroup:
 
     # --- weights (collectives: every rank runs them, rank 0 holds the result) --------------
 
-    def state_dict_ref(self) -> tuple[Any, list[Any]]:
-        """Start `state_dict` on every rank: (rank 0's object ref, every rank's ref to wait on)."""
-        refs = [h.actor.state_dict.remote() for h in self.ranks]
-        return refs[0], refs
-
     def checkpoint_state(self) -> dict[str, Any]:
         """Rank 0's weights and reference, and every rank's optimizer state (rank order)."""
         states = self.cluster.call(self.ranks, "checkpoint_state", timeout_s=self.timeout_s)

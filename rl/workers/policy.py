@@ -214,13 +214,18 @@ class PolicyWorker(WorkerBase):
         return weights if self.rank == 0 else None
 
     @resident
-    def share_weights(self, replicas: int = 1) -> Any:
-        """Refit, colocated: HF-format weights gathered on the device, packed into buckets and
-        shared with the generation replica on the same GPU by CUDA IPC handles (the answer of
-        ranks below `replicas`: replica i shares rank i's GPU; None elsewhere). Every rank must
-        call it (the weights are gathered, whole on every rank). The buckets stay alive here
-        until `release_weights`."""
-        weights = self.backend.state_dict(on_device=True)
+    def refit_chunks(self) -> int:
+        """How many chunks this backend's streamed refit takes; the same on every rank."""
+        return self.backend.refit_chunks()
+
+    @resident
+    def share_weight_chunk(self, index: int, replicas: int = 1) -> Any:
+        """Refit, colocated and streamed: chunk `index` of the HF-format weights (whole layers,
+        gathered from the training layout on the device), packed into buckets and shared with the
+        generation replicas (the answer of ranks below `replicas`: CUDA IPC handles on a GPU, the
+        tensors on a CPU; None elsewhere). Every rank must call it with the same index. The
+        buckets stay alive here until `release_weights`, so a GPU holds one chunk's transient."""
+        weights = self.backend.refit_chunk(index)
         if self.rank >= replicas:
             return None
         self._shared = refit.pack(weights)

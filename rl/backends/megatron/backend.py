@@ -54,6 +54,7 @@ from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker  # 
 
 shims.portable_tensor_pickles()
 
+from rl import refit  # noqa: E402
 from rl.algorithms.loss import LossConfig, prev_logprobs_refusal  # noqa: E402
 from rl.backends.megatron import compile as mcomp  # noqa: E402
 from rl.backends.megatron import config as mcfg  # noqa: E402
@@ -506,6 +507,58 @@ class MegatronBackend:
         if not on_device:
             hf = {k: v.cpu() for k, v in hf.items()}
         return mvis.join_hf(hf, visual) if self.vl_config else hf
+
+    def refit_chunks(self) -> int:
+        """How many chunks a streamed refit takes (`refit_chunk`); the same on every rank."""
+        return len(self._refit_plan())
+
+    def refit_chunk(self, index: int) -> dict[str, torch.Tensor]:
+        """Chunk `index` of the policy in HF format: whole decoder layers (or the weights outside
+        them, or the vision tower) gathered over TP/EP on the device in the training dtype (on a
+        CPU: fp32 copies, as `state_dict` gives). A collective: every rank calls it with the same
+        index. With pp > 1 the one chunk is the whole model, whose stages still meet on the CPU
+        (`_hf_weights`)."""
+        kind, names = self._refit_plan()[index]
+        if kind == "whole":
+            return self._hf_weights(self.gpt, on_device=True)
+        on_device = not shims.on_cpu()
+        if kind == "visual":
+            tower = self.gpt.vision_model.state_dict()
+            return mvis.join_hf({}, {k: self._export(v, on_device).clone() for k, v in tower.items()})
+        params = dict(self._language().named_parameters())
+        local = {k: self._export(params[k], on_device).to(self._device()) for k in names}
+        full = conv.gather_full(local, rank=self.rank, tp_group=ps.get_tensor_model_parallel_group(),
+                                ep_group=ps.get_expert_model_parallel_group(),
+                                etp_group=ps.get_expert_tensor_parallel_group(),
+                                sections=conv.gdn_sections(self.hf_config))
+        layers = sorted({refit.layer_of(k) for k in full} - {None})
+        hf = conv.mcore_top_to_hf(full, self.hf_config) if not layers else {}
+        for layer in layers:
+            hf.update(conv.mcore_layer_to_hf(full, layer, self.hf_config))
+        if not on_device:
+            hf = {k: v.cpu() for k, v in hf.items()}
+        return mvis.join_hf(hf, {}) if self.vl_config else hf
+
+    def _language(self) -> torch.nn.Module:
+        return self.gpt.language_model if isinstance(self.gpt, mvis.VisionLanguageModel) else self.gpt
+
+    def _refit_plan(self) -> list[tuple[str, list[str]]]:
+        """The refit's chunks, as (kind, local parameter names): "language" chunks of whole layers
+        (rl.refit.chunked; the weights outside the layers first), then the vision tower's
+        ("visual"), or one "whole" chunk where pp > 1. A weight's size is its shard's bytes times
+        the ranks it is split over, so every rank plans the same chunks."""
+        if getattr(self, "_refit_chunks", None) is None:
+            p = self.parallel
+            if p.pp > 1:
+                self._refit_chunks = [("whole", [])]
+            else:
+                sizes = {k: v.numel() * v.element_size() * (p.ep * p.etp if conv.expert_weight(k) is not None else p.tp)
+                         for k, v in self._language().named_parameters()}
+                plan = [("language", names) for names in refit.chunked(sizes)]
+                if isinstance(self.gpt, mvis.VisionLanguageModel) and self.gpt.vision_model is not None:
+                    plan.append(("visual", []))
+                self._refit_chunks = plan
+        return self._refit_chunks
 
     @staticmethod
     def _export(tensor: torch.Tensor, on_device: bool) -> torch.Tensor:

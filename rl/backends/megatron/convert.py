@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 
 __all__ = ["EXPERT_WEIGHTS", "Piece", "ShardRank", "expert_weight", "gather_full", "gdn_sections", "hf_to_mcore",
+           "mcore_layer_to_hf", "mcore_top_to_hf",
            "layout_shape", "local_entry", "mcore_layout", "mcore_to_hf", "shard", "split_ranges", "split_rule"]
 
 _L = "decoder.layers.{}."
@@ -184,37 +185,53 @@ def hf_to_mcore(hf: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
 
 def mcore_to_hf(full: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
     """Full megatron-core dict -> HF state dict (the inverse of `hf_to_mcore`)."""
+    out = mcore_top_to_hf(full, cfg)
+    for i in range(cfg.num_hidden_layers):
+        out.update(mcore_layer_to_hf(full, i, cfg))
+    return out
+
+
+def _owned(out: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone().contiguous() for k, v in out.items()}
+
+
+def mcore_top_to_hf(full: dict[str, torch.Tensor], cfg) -> dict[str, torch.Tensor]:
+    """The weights outside the decoder layers: embedding, final norm, output layer (untied)."""
     out = {"model.embed_tokens.weight": full["embedding.word_embeddings.weight"],
            "model.norm.weight": full["decoder.final_layernorm.weight"]}
     if not cfg.tie_word_embeddings:
         out["lm_head.weight"] = full["output_layer.weight"]
-    for i in range(cfg.num_hidden_layers):
-        h, m = f"model.layers.{i}.", _L.format(i)
-        out[h + "input_layernorm.weight"] = full[m + "input_layernorm.weight"]
-        out[h + "post_attention_layernorm.weight"] = full[m + "pre_mlp_layernorm.weight"]
-        if m + "self_attention.in_proj.weight" in full:
-            out.update(_gdn_to_hf(full, m + "self_attention.", h + "linear_attn.", cfg))
-        else:
-            a = h + "self_attn."
-            q, k, v = _qkv_to_hf(full[m + "self_attention.linear_qkv.weight"], cfg)
-            out.update({a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v})
-            out[a + "o_proj.weight"] = full[m + "self_attention.linear_proj.weight"]
-            out[a + "q_norm.weight"] = full[m + "self_attention.q_layernorm.weight"]
-            out[a + "k_norm.weight"] = full[m + "self_attention.k_layernorm.weight"]
-        if m + "mlp.router.weight" in full:
-            out[h + "mlp.gate.weight"] = full[m + "mlp.router.weight"]
-            out.update({h + hf: full[m + mcore] for mcore, (hf, _) in EXPERT_WEIGHTS.items()})
-            if m + "mlp.shared_experts.linear_fc1.weight" in full:
-                gate, up = full[m + "mlp.shared_experts.linear_fc1.weight"].chunk(2)
-                s = h + "mlp.shared_expert."
-                out.update({s + "gate_proj.weight": gate, s + "up_proj.weight": up,
-                            s + "down_proj.weight": full[m + "mlp.shared_experts.linear_fc2.weight"],
-                            h + "mlp.shared_expert_gate.weight": full[m + "mlp.shared_experts.gate_weight"]})
-        else:
-            gate, up = full[m + "mlp.linear_fc1.weight"].chunk(2)
-            out.update({h + "mlp.gate_proj.weight": gate, h + "mlp.up_proj.weight": up,
-                        h + "mlp.down_proj.weight": full[m + "mlp.linear_fc2.weight"]})
-    return {k: v.detach().clone().contiguous() for k, v in out.items()}
+    return _owned(out)
+
+
+def mcore_layer_to_hf(full: dict[str, torch.Tensor], i: int, cfg) -> dict[str, torch.Tensor]:
+    """Decoder layer `i` (the full model's number) of a megatron-core dict in HF names."""
+    h, m = f"model.layers.{i}.", _L.format(i)
+    out = {h + "input_layernorm.weight": full[m + "input_layernorm.weight"],
+           h + "post_attention_layernorm.weight": full[m + "pre_mlp_layernorm.weight"]}
+    if m + "self_attention.in_proj.weight" in full:
+        out.update(_gdn_to_hf(full, m + "self_attention.", h + "linear_attn.", cfg))
+    else:
+        a = h + "self_attn."
+        q, k, v = _qkv_to_hf(full[m + "self_attention.linear_qkv.weight"], cfg)
+        out.update({a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v})
+        out[a + "o_proj.weight"] = full[m + "self_attention.linear_proj.weight"]
+        out[a + "q_norm.weight"] = full[m + "self_attention.q_layernorm.weight"]
+        out[a + "k_norm.weight"] = full[m + "self_attention.k_layernorm.weight"]
+    if m + "mlp.router.weight" in full:
+        out[h + "mlp.gate.weight"] = full[m + "mlp.router.weight"]
+        out.update({h + hf: full[m + mcore] for mcore, (hf, _) in EXPERT_WEIGHTS.items()})
+        if m + "mlp.shared_experts.linear_fc1.weight" in full:
+            gate, up = full[m + "mlp.shared_experts.linear_fc1.weight"].chunk(2)
+            s = h + "mlp.shared_expert."
+            out.update({s + "gate_proj.weight": gate, s + "up_proj.weight": up,
+                        s + "down_proj.weight": full[m + "mlp.shared_experts.linear_fc2.weight"],
+                        h + "mlp.shared_expert_gate.weight": full[m + "mlp.shared_experts.gate_weight"]})
+    else:
+        gate, up = full[m + "mlp.linear_fc1.weight"].chunk(2)
+        out.update({h + "mlp.gate_proj.weight": gate, h + "mlp.up_proj.weight": up,
+                    h + "mlp.down_proj.weight": full[m + "mlp.linear_fc2.weight"]})
+    return _owned(out)
 
 
 # --- sharding over tensor and expert parallelism ------------------------------------------------
