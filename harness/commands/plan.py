@@ -40,7 +40,8 @@ def format_plan(plan: Plan) -> str:
         m = plan.memory
         lines.append(f"memory     training {m.total:.1f} of {m.capacity:g} GiB per GPU (weights {m.weights:.1f}, "
                      f"reference {m.reference:.1f}, grads {m.grads:.1f}, optimizer {m.optimizer:.1f}, activations "
-                     f"{m.activations:.1f}{' in the log-prob pass' if m.logprob_pass else ''}; seq {m.seq_len})")
+                     f"{m.activations:.1f}{' in the log-prob pass' if m.logprob_pass else ''}"
+                     f"{f', generation replica beside it {m.replica:.1f}' if m.replica else ''}; seq {m.seq_len})")
     if plan.generation_memory is not None:
         g = plan.generation_memory
         resident = (f", training resident {sum(g.resident.values()):.1f}: {', '.join(g.resident)} (not offloaded)"

@@ -61,10 +61,13 @@ class MemoryEstimate:
     capacity: float
     seq_len: int
     logprob_pass: bool = False  # the log-prob pass, not training, sets the activation term
+    # A colocated generation replica beside training: its weights and decode cache stay on the GPU
+    # while the rank trains (the replica is not offloaded); set by the plan from the generation phase.
+    replica: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.weights + self.reference + self.grads + self.optimizer + self.activations
+        return self.weights + self.reference + self.grads + self.optimizer + self.activations + self.replica
 
     def to_json(self) -> dict:
         return {
@@ -73,6 +76,7 @@ class MemoryEstimate:
             "grads": round(self.grads, 2),
             "optimizer": round(self.optimizer, 2),
             "activations": round(self.activations, 2),
+            "generation_replica": round(self.replica, 2),
             "total": round(self.total, 2),
             "capacity": self.capacity,
             "seq_len": self.seq_len,

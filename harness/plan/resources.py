@@ -10,7 +10,7 @@ launch, answers from the backend's own rules, which the harness prints as they a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from harness.errors import UserError
@@ -159,8 +159,9 @@ def _training_terms(m: MemoryEstimate) -> str:
         which = "activations"
         remedy = "enable policy.distributed_optimizer or policy.activation_checkpointing, or lower " \
                  "policy.micro_batch_size"
+    beside = f", generation replica {m.replica:.1f}" if m.replica else ""
     return (f"(weights {m.weights:.1f}, reference {m.reference:.1f}, grads {m.grads:.1f}, optimizer {m.optimizer:.1f}, "
-            f"{which} {m.activations:.1f}): raise policy.parallel.tp/ep/pp, {remedy}")
+            f"{which} {m.activations:.1f}{beside}): raise policy.parallel.tp/ep/pp, {remedy}")
 
 
 def _generation_terms(g: GenerationMemory, replicas: int) -> str:
@@ -213,6 +214,9 @@ def make_plan(recipe: Mapping) -> Plan:
     memory = estimate_memory(recipe, size, policy) if size is not None and device in GPU_DEVICES else None
     generation_memory = None if memory is None else estimate_generation_memory(
         recipe, cfg, size, memory, replicas=generation["replicas"])
+    if generation_memory is not None and recipe["generation"]["colocated"]:
+        g = generation_memory  # the replica beside each rank keeps its weights and cache while it trains
+        memory = replace(memory, replica=g.replica + g.kv_cache + g.gdn_state)
     overflows = _memory_overflows(memory, generation_memory, device=device, replicas=generation["replicas"])
     if overflows and isinstance(recipe.get("engine", "rl"), Mapping):
         # The estimate models our engine's memory (megatron's activations, a reference copy, our

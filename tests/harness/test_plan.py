@@ -182,22 +182,34 @@ def test_a_generation_phase_over_the_device_is_refused_naming_the_phase_and_the_
     r = recipe(generation__tp=1, generation__max_new_tokens=8192)
     training = make_plan(recipe(generation__tp=1, generation__max_new_tokens=8192,
                                 generation__colocated=False, generation__replicas=16)).memory
-    assert training.total < training.capacity  # only generation is over
+    assert training.total < training.capacity  # training alone fits; with the replica beside it, not
     with pytest.raises(PlanError) as info:
         make_plan(r)
-    message = str(info.value)
-    estimated = float(message.split("estimated ")[1].split(" GiB")[0])
-    over = float(message.split("GiB by ")[1].split(" ")[0])
-    assert message.startswith("r: generation phase: estimated ") and "\n" not in message
-    assert "training phase" not in message and "set generation.offload_training: true" in message
+    (line,) = [p for p in info.value.problems if "generation phase" in p]
+    estimated = float(line.split("estimated ")[1].split(" GiB")[0])
+    over = float(line.split("GiB by ")[1].split(" ")[0])
+    assert line.startswith("generation phase: estimated ") and "\n" not in line
+    assert "set generation.offload_training: true" in line
     assert over == pytest.approx(estimated - 139.8, abs=0.051) and over > 0
+
+
+def test_a_colocated_replica_counts_in_the_training_phase():
+    """The replica beside a rank keeps its weights and cache while the rank trains."""
+    apart = make_plan(recipe(generation__colocated=False, generation__replicas=16))
+    beside = make_plan(recipe())
+    g = beside.generation_memory
+    assert apart.memory.replica == 0
+    assert beside.memory.replica == pytest.approx(g.replica + g.kv_cache + g.gdn_state)
+    assert beside.memory.total == pytest.approx(apart.memory.total + beside.memory.replica)
+    assert "generation replica beside it" in format_plan(beside)
 
 
 def test_a_generation_phase_that_fits_once_training_waits_in_host_memory_is_planned():
     """The same rollouts as above, the training state offloaded: no training term stays beside the replica."""
     resident = make_plan(recipe(generation__tp=1, generation__max_new_tokens=8192, generation__colocated=False,
                                 generation__replicas=16)).generation_memory
-    plan = make_plan(recipe(generation__tp=1, generation__max_new_tokens=8192, generation__offload_training=True))
+    plan = make_plan(recipe(generation__tp=1, generation__max_new_tokens=8192, generation__offload_training=True,
+                            policy__activation_checkpointing=True))  # so training fits beside the replica
     gen = plan.generation_memory
     assert gen.resident == {} and gen.offloaded and gen.total == pytest.approx(resident.total)
     assert gen.total < gen.capacity
@@ -207,10 +219,12 @@ def test_a_generation_phase_that_fits_once_training_waits_in_host_memory_is_plan
 
 @pytest.mark.parametrize("command", [["plan"], ["run", "--dry-run"]])
 def test_the_flagship_with_longer_rollouts_is_refused_before_launch(command, tmp_path, capsys):
-    """Rollouts of 64K new tokens: their KV cache no longer fits beside the resident training state."""
+    """Rollouts of 64K new tokens: the replica's KV cache, which stays beside the rank while it
+    trains, no longer fits (the training state itself waits in host memory while it decodes)."""
     flagship = str(Path(__file__).resolve().parents[2] / "recipes" / "qwen3_5_35b.yaml")
     assert main([command[0], flagship, "generation.max_new_tokens=65536", *command[1:],
                  "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: qwen3_5_35b: generation phase: estimated ") and err.count("\n") == 1
+    assert err.startswith("error: qwen3_5_35b: training phase: estimated ") and err.count("\n") == 1
+    assert "generation replica" in err
     assert not (tmp_path / "out").exists()
