@@ -21,6 +21,7 @@ targets (GPUs, about how long):
   mbs-sweep                          dense_1b, hybrid, moe_1b at micro-batches 8 and 16; moe_1b at 32 (1, 7 min)
   layouts                            TP, SP, EP, CP, PP layouts and log-probs against HF in fp32 (2, 8 min)
   full-width-memory                  Qwen3.5-35B-A3B widths, 2 and 4 layers: peak against `harness plan` (1, 4 min)
+  full-width-grpo                    Qwen3.5-35B-A3B's width cut to 4 layers: 10 GRPO steps, colocated, training offloaded; plan against peaks (1, 8 min)
   profile ARGS...                    torch.profiler table of one bench/megatron_gpu.py step (1, 2 min)
   gdn [ops]                          fla's gated-delta-net kernels against the torch rule, and their speed (1, 3 min)
   grouped-experts                    grouped expert GEMMs against a per-expert loop, and their speed (1, 1 min)
@@ -98,6 +99,18 @@ case "$TARGET" in
       set -- $spec
       mgpu 1 160 --model qwen35_full --num-layers "$1" --layers hybrid --rows 1 --mbs 1 --seq "$2" --steps 2 --warmup 1
     done | record full_width_memory ;;
+  full-width-grpo)   # issue 33: thresholds/qwen3_5_35b_full_width_cut.yaml says what it must show
+    cut='model.config={layer_types: [linear_attention, linear_attention, linear_attention, full_attention],
+      hidden_size: 2048, num_hidden_layers: 4, num_attention_heads: 16, num_key_value_heads: 2, head_dim: 256,
+      vocab_size: 248320, tie_word_embeddings: false, linear_num_key_heads: 16, linear_num_value_heads: 32,
+      linear_key_head_dim: 128, linear_value_head_dim: 128, linear_conv_kernel_dim: 4, num_experts: 256,
+      num_experts_per_tok: 8, moe_intermediate_size: 512, shared_expert_intermediate_size: 512,
+      router_aux_loss_coef: 0.001}'
+    over=("$cut" generation.offload_training=true algorithm.num_steps=10 algorithm.warm_start.steps=0
+          policy.micro_batch_size=8 checks.thresholds=thresholds/qwen3_5_35b_full_width_cut.yaml "$@")
+    $HARNESS plan recipes/qwen3_5_35b.yaml --scale h200x1 "${over[@]}" | tee "$RESULTS/full_width_grpo_plan.txt"
+    harness_runs 480 full-width-grpo recipes/qwen3_5_35b.yaml --scale h200x1 "${over[@]}"
+    python3 bench/run_summary.py /tmp/runs/full-width-grpo | record engine ;;
   profile)
     file="$RESULTS/profiles/$(echo "$*" | sed 's/--//g; s/[^a-z0-9_]\+/_/g')_$(date -u +%Y-%m-%d).txt"
     mkdir -p "$RESULTS/profiles"
