@@ -61,6 +61,10 @@ def summary(run: Path) -> dict:
         out["refit_max_s"] = float(f"{max(refit):.4g}")
     if peak:
         out["peak_gib"] = round(max(peak), 2)
+    for phase in ("generation", "training"):  # per GPU (rl/metrics/phase_memory.py), against `harness plan`
+        values = series(rows, f"performance/{phase}_peak_gib")
+        if values:
+            out[f"{phase}_peak_gib"] = round(max(values), 2)
     if reward:
         out["reward_first10"] = round(statistics.fmean(reward[:10]), 3)
         out["reward_last10"] = round(statistics.fmean(reward[-10:]), 3)

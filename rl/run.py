@@ -308,10 +308,16 @@ class Engine:
                                         projection_shape=teacher["spec"].projection.shape)
         else:
             self.generation = self._generate_fn(gens, tokenizer)
+            memory = None
+            if placement.gpu:  # each phase's peak per GPU, against the plan's two phases
+                from rl.metrics.phase_memory import PhaseMemory
+
+                memory = PhaseMemory(lambda handles, reset: cluster.call(handles, "device_memory", reset=reset),
+                                     ranks, gens, colocated=cfg.generation.colocated)
             self.driver = GRPODriver(cfg=cfg, policy=self.policy, generate=self.generation,
                                      refit=self._refit_fn(gens, ranks), tokenizer=tokenizer, env=env,
                                      store=self.plane, layout=ImageLayout.of(config),
-                                     record_invariant=self._record_invariant)
+                                     record_invariant=self._record_invariant, memory=memory)
         if self.ckpt is not None:
             self.driver.cursor = self.ckpt.cursor
 

@@ -31,7 +31,7 @@ GRPO = (
     "timing/train/generation", "timing/train/old_logprobs", "timing/train/ref_logprobs", "timing/train/refit",
     "timing/train/data_plane", "timing/train/offload", "timing/train/reload", "timing/train/other",
     "performance/generation_tokens_per_sec", "performance/generation_replica_max_over_mean",
-    "performance/offloaded_gib",
+    "performance/offloaded_gib", "performance/generation_peak_gib", "performance/training_peak_gib",
     "val/accuracy", "val/num_samples",
 )
 DISTILL = (
@@ -60,6 +60,10 @@ ONLY_WHEN: dict[str, tuple[Callable[[Mapping], bool], str]] = {
                         "data.val_every_steps is not set, so no step runs validation"),
     "performance/peak_memory_gib": (lambda r: _get(r, "cluster.device", "cpu") != "cpu",
                                     "a CPU run records no device memory"),
+    "performance/generation_peak_gib": (lambda r: _get(r, "cluster.device", "cpu") != "cpu",
+                                        "a CPU run records no device memory"),
+    "performance/training_peak_gib": (lambda r: _get(r, "cluster.device", "cpu") != "cpu",
+                                      "a CPU run records no device memory"),
     "performance/offloaded_gib": (lambda r: bool(_get(r, "generation.offload_training", False)),
                                   "generation.offload_training is false, so nothing goes to host memory"),
 }

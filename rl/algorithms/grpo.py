@@ -85,7 +85,10 @@ class GRPODriver:
 
     def __init__(self, *, cfg: RunConfig, policy: Any, generate: Callable[..., dict],
                  refit: Callable[[int], float], tokenizer: Any, env: Any, store: Any,
-                 record_invariant: Callable[[dict], None], layout: ImageLayout | None = None) -> None:
+                 record_invariant: Callable[[dict], None], layout: ImageLayout | None = None,
+                 memory: Any = None) -> None:
+        """`memory`: a rl.metrics.phase_memory.PhaseMemory on GPUs (each phase's peak per GPU), None
+        on a CPU."""
         self.cfg = cfg
         self.alg = cfg.algorithm
         self.policy = policy
@@ -99,20 +102,28 @@ class GRPODriver:
         self.loss_cfg = cfg.algorithm.loss
         self.cursor = 0  # batches of prompts drawn so far (the data cursor)
         self.offloaded_bytes = 0  # the most one policy rank sent to host memory in the last generation
+        self.memory = memory
+        self.peaks: dict[str, float] = {}  # phase -> GiB, the last step's (GPU runs)
 
     @contextmanager
     def _decoding(self, timer: Timer) -> Iterator[None]:
         """The span the generation replicas decode in: with `generation.offload_training` the
         policy ranks' training state waits in host memory meanwhile (timed `offload`, `reload`),
         so a replica colocated on a rank's GPU has the room training held."""
-        if not self.cfg.generation.offload_training:
-            yield
-            return
-        with timer.time("offload"):
-            self.offloaded_bytes = self.policy.offload()
+        offload = self.cfg.generation.offload_training
+        if offload:
+            with timer.time("offload"):
+                self.offloaded_bytes = self.policy.offload()
+        if self.memory is not None:
+            self.memory.start()
         yield
-        with timer.time("reload"):
-            self.policy.reload()
+        if self.memory is not None:
+            self.peaks["generation"] = self.memory.peak()
+        if offload:
+            with timer.time("reload"):
+                self.policy.reload()
+        if self.memory is not None:
+            self.memory.start()  # the training phase: log-probs, training and the refit
 
     # --- rollout -------------------------------------------------------------------------------
 
@@ -228,6 +239,8 @@ class GRPODriver:
                 self.store.finish(handle)
             with timer.time("refit"):
                 self._refit(step)
+        if self.memory is not None:
+            self.peaks["training"] = self.memory.peak()
         seconds = timer.metrics()
         return self._metrics(ro, lp, train, sample_mask, seconds)
 
@@ -269,6 +282,8 @@ class GRPODriver:
             out["performance/peak_memory_gib"] = train["peak_memory_gib"]
         if self.cfg.generation.offload_training:
             out["performance/offloaded_gib"] = self.offloaded_bytes / 2**30
+        for phase, gib in self.peaks.items():  # GPU runs: per GPU, the largest (rl/metrics/phase_memory.py)
+            out[f"performance/{phase}_peak_gib"] = gib
         return out
 
 

@@ -63,6 +63,16 @@ class WorkerBase:
         except Exception:  # noqa: BLE001 - outside Ray (unit tests)
             return None
 
+    def device_memory(self, reset: bool = False) -> tuple[float, float]:
+        """(allocated, peak since the last reset) GiB of this process's tensors on its GPU, zeros
+        on a CPU; `reset` begins a new peak (rl/metrics/phase_memory.py brackets a phase so)."""
+        if self.device != "cuda":
+            return 0.0, 0.0
+        out = torch.cuda.memory_allocated() / 2**30, torch.cuda.max_memory_allocated() / 2**30
+        if reset:
+            torch.cuda.reset_peak_memory_stats()
+        return out
+
     def info(self, salt: str = "") -> dict[str, Any]:
         """This worker's env.json record: who it is, where it runs, and a salted hash of each
         recipe env value it saw, None where unset (never the value: secrets pass through here)."""
