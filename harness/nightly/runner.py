@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -182,6 +182,22 @@ def fault_attempt(entry: Entry, result: EntryRun, *, number: int, out_dir: Path,
     return attempt
 
 
+def retried(once: Callable[[int], tuple[Attempt, Match | None]], max_retries: int) -> list[Attempt]:
+    """Attempts 1, 2, ... of an entry (`once(number)`: the attempt and the infrastructure signature
+    its failure matched, None when it passed or failed for a reason of its own), again only while
+    the last one matched and retries are left; the one retry loop of ordinary and fault entries."""
+    attempts = []
+    for number in range(1, max_retries + 2):
+        attempt, match = once(number)
+        attempts.append(attempt)
+        if match is not None:
+            attempt.infra, attempt.infra_line = match.signature.name, match.line
+        if match is None or number > max_retries:
+            break
+        attempt.retried = True
+    return attempts
+
+
 def run_fault_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s: float,
                     harness: Sequence[str] = HARNESS) -> EntryRun:
     """Run a fault entry and judge it against `expect`. A wrong verdict is retried only when the
@@ -191,16 +207,12 @@ def run_fault_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s:
     base = [*harness, "run", *entry.harness_args(), "--no-progress", "--no-history"]
     result = EntryRun(entry=entry.id, command=base + ["--out", str(attempt_dir(out_dir, entry.id, 1))],
                       expected=faults.expectation(entry.expect), fault=entry.fault)
-    for number in range(1, max_retries + 2):
+    def once(number: int) -> tuple[Attempt, Match | None]:
         attempt = fault_attempt(entry, result, number=number, out_dir=out_dir, base=base, timeout_s=timeout_s)
-        result.attempts.append(attempt)
         wrong = bool(result.problems) and attempt.state != "completed"
-        match = match_log(Path(attempt.run_dir) / "engine.log") if wrong else None
-        if match is not None:
-            attempt.infra, attempt.infra_line = match.signature.name, match.line
-        if match is None or number > max_retries:
-            break
-        attempt.retried = True
+        return attempt, match_log(Path(attempt.run_dir) / "engine.log") if wrong else None
+
+    result.attempts = retried(once, max_retries)
     return result
 
 
@@ -213,7 +225,7 @@ def run_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s: float
                                harness=harness)
     base = [*harness, "run", *entry.harness_args(), "--no-progress", "--no-history"]
     result = EntryRun(entry=entry.id, command=base + ["--out", str(attempt_dir(out_dir, entry.id, 1))])
-    for number in range(1, max_retries + 2):
+    def once(number: int) -> tuple[Attempt, Match | None]:
         run_dir = attempt_dir(out_dir, entry.id, number)
         start = time.monotonic()
         log = out_dir / f".{run_dir.name}.harness.log"
@@ -222,11 +234,7 @@ def run_entry(entry: Entry, *, out_dir: Path, max_retries: int, timeout_s: float
         log.replace(run_dir / "harness.log")
         attempt = Attempt(number=number, run_dir=str(run_dir), exit_code=code,
                           wall_s=round(time.monotonic() - start, 2), state=read_state(run_dir))
-        result.attempts.append(attempt)
-        match = infra_failure(attempt, run_dir)
-        if match is not None:
-            attempt.infra, attempt.infra_line = match.signature.name, match.line
-        if match is None or number > max_retries:
-            break
-        attempt.retried = True
+        return attempt, infra_failure(attempt, run_dir)
+
+    result.attempts = retried(once, max_retries)
     return result
