@@ -58,13 +58,11 @@ from rl import refit  # noqa: E402
 from rl.algorithms.loss import LossConfig, prev_logprobs_refusal  # noqa: E402
 from rl.backends.megatron import compile as mcomp  # noqa: E402
 from rl.backends.megatron import config as mcfg  # noqa: E402
-from rl.backends.megatron import context as mctx  # noqa: E402
 from rl.backends.megatron import convert as conv  # noqa: E402
 from rl.backends.megatron import grad_sync  # noqa: E402
-from rl.backends.megatron import packed as mpack  # noqa: E402
-from rl.backends.megatron import packed_context as mpcp  # noqa: E402
 from rl.backends.megatron import pipeline as mpipe  # noqa: E402
 from rl.backends.megatron import vision as mvis  # noqa: E402
+from rl.backends.megatron.input_layout import input_layouts  # noqa: E402
 from rl.backends.offload import state_tensors  # noqa: E402
 from rl.backends.train_step import (  # noqa: E402
     Forward,
@@ -185,6 +183,9 @@ class MegatronBackend:
         self.reference_gpt = self._build(local, visual).requires_grad_(False)
         # policy.compile: fused layers; with tp 1 the log-prob reads bf16 logits (rl.backends.megatron.compile)
         self.fused_logprobs = compile and self.parallel.tp == 1
+        self.padded_layout, self.packed_layout = input_layouts(
+            self.parallel, self._device, self._next_logprobs, packing=self.packing.enabled,
+            position_ids=self.gpt.position_ids if self.vl_config else None)
         self._logits_kwargs = {"fp32_output": False} if self.fused_logprobs and self.config.bf16 else {}
         if compile:
             mcomp.compile_layers(self.gpt)
@@ -294,61 +295,11 @@ class MegatronBackend:
     def _device(self) -> torch.device:
         return torch.device("cpu") if shims.on_cpu() else torch.device("cuda", torch.cuda.current_device())
 
-    def _inputs(self, ids: torch.Tensor, mask: torch.Tensor, images: dict[str, torch.Tensor]
-                ) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
-        """The model's keyword inputs for rows `ids` [B, T], this rank's next-token labels, and the
-        padded length.
-
-        Rows are right-padded to a multiple of TP (sequence parallel) x 2CP (context parallel); a
-        CP rank runs its share of the tokens (`rl.backends.megatron.context`)."""
-        ids, mask = ids.cpu(), mask.cpu()  # index and position arithmetic on the host, inputs sent once
-        images = {k: v.cpu() for k, v in images.items()}
-        rows, length = ids.shape
-        cp = self.parallel.cp
-        multiple = (self.parallel.tp if self.parallel.sp else 1) * (2 * cp if cp > 1 else 1)
-        pad = (-length) % multiple
-        total = length + pad
-        dev = self._device()
-        ids_p = torch.nn.functional.pad(ids, (0, pad))
-        if self.vl_config:
-            positions = self.vl_model.position_ids(ids_p, torch.nn.functional.pad(mask, (0, pad)),
-                                                   images.get("image_grid_thw"))
-        else:
-            if images:
-                raise DataIntegrityError(f"image columns {sorted(images)} for a text model")
-            positions = torch.arange(total).expand(3, rows, -1)  # M-RoPE of text: equal axes
-        if cp > 1:
-            index = mctx.token_index(total, cp, ps.get_context_parallel_rank())
-            causal = mctx.attention_mask(total, cp, ps.get_context_parallel_rank(), dev)
-        else:  # SDPAttention: causal without a mask
-            index = torch.arange(total)
-            causal = None
-        inputs = dict(position_ids=positions[..., index].to(dev), attention_mask=causal)
-        if self.vl_config:
-            inputs.update(input_ids=ids_p.to(dev), token_index=index.to(dev) if cp > 1 else None)
-            if "pixel_values" in images:
-                pixels = images["pixel_values"]
-                inputs.update(pixel_values=pixels.reshape(-1, pixels.shape[-1]).to(dev),
-                              image_grid_thw=images["image_grid_thw"].to(dev))
-        else:
-            inputs.update(input_ids=ids_p[:, index].to(dev))
-        labels = torch.nn.functional.pad(ids_p[:, 1:], (0, 1))[:, index].to(dev)  # each token's next token
-        return inputs, labels, total
-
     def _next_logprobs(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Each token's fp32 log-prob of its label, from this rank's logits [B, S, V/TP]."""
         if self.fused_logprobs:
             return mcomp.compiled_next_token_logprobs(logits, labels)
         return -tensor_parallel.vocab_parallel_cross_entropy(logits.float().contiguous(), labels)
-
-    def _logprobs_of(self, logits: torch.Tensor, labels: torch.Tensor, total: int, mask: torch.Tensor) -> torch.Tensor:
-        """[B, T] fp32 log-probs from this rank's logits [B, local, V/TP], out[:, 0] = 0, 0 on padding
-        (the HF `token_logprobs` contract); whole rows are gathered over CP. On the logits' device:
-        the loss is computed there, and only `logprobs` answers come back to the CPU."""
-        rows, length = mask.shape
-        next_lp = mctx.gather_tokens(self._next_logprobs(logits, labels), total)
-        lp = next_lp[:, : length - 1] * mask[:, 1:].to(next_lp.device, torch.float32)
-        return torch.cat([lp.new_zeros(rows, 1), lp], dim=1)
 
     def _forwards(self, columns: dict[str, torch.Tensor], size: int) -> list[Forward]:
         """A pass's forwards of `size` rows (`forwards`); a packed row splits evenly over TP under
@@ -359,25 +310,10 @@ class MegatronBackend:
     def _prepare(self, mb: dict[str, torch.Tensor], images: tuple[str, ...], packing: Packing | None
                  ) -> tuple[dict[str, Any], Callable[[torch.Tensor], torch.Tensor], int, int]:
         """One forward's model inputs, the map from its logits to its rows' [B, T] log-probs, and its
-        sequence length and micro-batch size (the pipeline schedule's activation shape)."""
-        if packing is None:
-            mask = mb["attention_mask"]
-            inputs, labels, total = self._inputs(mb["input_ids"], mask, {f: mb[f] for f in images})
-            return (inputs, lambda logits: self._logprobs_of(logits, labels, total, mask), total,
-                    mb["input_ids"].shape[0])
-        if self.parallel.cp > 1:
-            inputs, labels, layout = mpcp.packed_inputs(
-                packing, mb["input_ids"].cpu(), self._device(), cp=self.parallel.cp,
-                rank=ps.get_context_parallel_rank(), multiple=self.parallel.tp if self.parallel.sp else 1)
-            return (inputs, lambda logits: mpcp.unpacked_logprobs(self._next_logprobs(logits, labels), layout, packing),
-                    layout.size, 1)
-        inputs, labels = mpack.packed_inputs(packing, mb["input_ids"].cpu(), self._device())
-        return (inputs, lambda logits: mpack.unpacked_logprobs(self._next_logprobs(logits, labels), packing),
-                labels.shape[1], 1)
-
-    @property
-    def vl_model(self) -> mvis.VisionLanguageModel:
-        return self.gpt
+        sequence length and micro-batch size: the layout chosen at construction
+        (rl.backends.megatron.input_layout), packed where the forward's rows were packed."""
+        layout = self.padded_layout if packing is None else self.packed_layout
+        return layout.prepare(mb, images, packing)
 
     @torch.no_grad()
     def logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
