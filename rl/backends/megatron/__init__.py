@@ -4,14 +4,17 @@
 imports it on first use). The rest: `config` (HF config -> TransformerConfig, layer spec),
 `convert` (HF <-> megatron state dicts, TP/EP shards), `load` (a rank's shards from
 `model.path`), `vision`, `context` (context parallelism), `pipeline`, `attention`, `experts`,
-`compile` (`policy.compile`), `packed` and `packed_context` (`policy.sequence_packing`), `rules`
-(what the backend can run, asked by name before launch: rl/backends/rules.py),
-`shims` (CPU shims, the triton stand-in), `gdn_torch` (the gated-delta-net kernels in torch) and
-`fla_ops` (those kernels as custom ops).
+`compile` (`policy.compile`), `packed` and `packed_context` (`policy.sequence_packing`),
+`input_layout` (a forward's rows as the model's inputs: text, vision, packed, packed under CP),
+`rules` (what the backend can run, asked by name before launch: rl/backends/rules.py), `mcore`
+(megatron-core's names, imported once after the shims), `shims` (CPU shims, the triton
+stand-in), `gdn_torch` (the gated-delta-net kernels in torch) and `fla_ops` (those kernels as
+custom ops).
 
-This file imports nothing: each module that needs megatron-core calls `shims.apply()` before
-its first `import megatron.core...` (megatron-core 0.19 imports triton unguarded; see `shims`),
-and a module that needs none (`convert`, `load`, `compile`, `rules`) can be imported without it.
+This file imports nothing: a module that needs megatron-core takes its names from `mcore`, which
+applies `shims` before the first `import megatron.core...` (megatron-core 0.19 imports triton
+unguarded; see `shims`), and a module that needs none (`convert`, `load`, `compile`, `rules`) can
+be imported without it.
 """
 
 

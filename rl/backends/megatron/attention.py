@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from rl.backends.megatron import shims
-
-shims.apply()
-
-from megatron.core.transformer.dot_product_attention import DotProductAttention  # noqa: E402
+from rl.backends.megatron.mcore import DotProductAttention
 
 __all__ = ["SDPAttention"]
 

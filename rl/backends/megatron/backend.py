@@ -33,38 +33,31 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from rl import refit
+from rl.algorithms.loss import LossConfig, prev_logprobs_refusal
 from rl.backends import register
-from rl.backends.megatron import shims
-from rl.backends.megatron.rules import MegatronRules
-
-shims.apply()
-
-from megatron.core import parallel_state as ps  # noqa: E402
-from megatron.core import tensor_parallel  # noqa: E402
-from megatron.core.distributed import (  # noqa: E402
+from rl.backends.megatron import compile as mcomp
+from rl.backends.megatron import config as mcfg
+from rl.backends.megatron import convert as conv
+from rl.backends.megatron import grad_sync, shims
+from rl.backends.megatron import pipeline as mpipe
+from rl.backends.megatron import vision as mvis
+from rl.backends.megatron.input_layout import input_layouts
+from rl.backends.megatron.mcore import (
     DistributedDataParallel,
     DistributedDataParallelConfig,
+    Float16Module,
+    GPTModel,
+    MegatronOptimizerConfig,
+    clear_aux_losses_tracker,
     finalize_model_grads,
+    get_megatron_optimizer,
+    ps,
+    tensor_parallel,
 )
-from megatron.core.models.gpt import GPTModel  # noqa: E402
-from megatron.core.optimizer import OptimizerConfig as MegatronOptimizerConfig  # noqa: E402
-from megatron.core.optimizer import get_megatron_optimizer  # noqa: E402
-from megatron.core.transformer.module import Float16Module  # noqa: E402
-from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker  # noqa: E402
-
-shims.portable_tensor_pickles()
-
-from rl import refit  # noqa: E402
-from rl.algorithms.loss import LossConfig, prev_logprobs_refusal  # noqa: E402
-from rl.backends.megatron import compile as mcomp  # noqa: E402
-from rl.backends.megatron import config as mcfg  # noqa: E402
-from rl.backends.megatron import convert as conv  # noqa: E402
-from rl.backends.megatron import grad_sync  # noqa: E402
-from rl.backends.megatron import pipeline as mpipe  # noqa: E402
-from rl.backends.megatron import vision as mvis  # noqa: E402
-from rl.backends.megatron.input_layout import input_layouts  # noqa: E402
-from rl.backends.offload import state_tensors  # noqa: E402
-from rl.backends.train_step import (  # noqa: E402
+from rl.backends.megatron.rules import MegatronRules
+from rl.backends.offload import state_tensors
+from rl.backends.train_step import (
     Forward,
     PrevLogprobs,
     add_metrics,
@@ -74,13 +67,13 @@ from rl.backends.train_step import (  # noqa: E402
     schedule_lr,
     train_fields,
 )
-from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig  # noqa: E402
-from rl.data.errors import DataIntegrityError  # noqa: E402
-from rl.models.image_inputs import IMAGE_FIELDS  # noqa: E402
-from rl.models.packing import Packing  # noqa: E402
-from rl.models.qwen3_5 import text_config  # noqa: E402
-from rl.models.vision import vl_config  # noqa: E402
-from rl.ports import free_port  # noqa: E402
+from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
+from rl.data.errors import DataIntegrityError
+from rl.models.image_inputs import IMAGE_FIELDS
+from rl.models.packing import Packing
+from rl.models.qwen3_5 import text_config
+from rl.models.vision import vl_config
+from rl.ports import free_port
 
 __all__ = ["MegatronBackend"]
 

@@ -30,19 +30,17 @@ import torch
 import torch.nn.functional as F
 
 from rl.backends.megatron import shims
-
-shims.apply()
-
-from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_submodules  # noqa: E402
-from megatron.core.transformer.spec_utils import ModuleSpec  # noqa: E402
-from megatron.core.transformer.transformer_block import TransformerBlockSubmodules  # noqa: E402
-from megatron.core.transformer.transformer_config import TransformerConfig  # noqa: E402
-from megatron.core.transformer.transformer_layer import TransformerLayer  # noqa: E402
-
-from rl.backends.megatron.experts import with_grouped_experts  # noqa: E402
-from rl.backends.megatron.rules import shape_refusals  # noqa: E402
-from rl.config import ParallelConfig  # noqa: E402
-from rl.models.mrope import mrope_angles, mrope_section_of  # noqa: E402
+from rl.backends.megatron.experts import with_grouped_experts
+from rl.backends.megatron.mcore import (
+    ModuleSpec,
+    TransformerBlockSubmodules,
+    TransformerConfig,
+    TransformerLayer,
+    get_gpt_layer_local_submodules,
+)
+from rl.backends.megatron.rules import shape_refusals
+from rl.config import ParallelConfig
+from rl.models.mrope import mrope_angles, mrope_section_of
 
 __all__ = ["GatedOutputNorm", "InterleavedMRoPE", "ZeroCenteredRMSNorm", "block_spec", "check_parallel",
            "gpt_rope_kwargs", "transformer_config", "is_moe"]

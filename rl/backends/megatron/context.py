@@ -28,12 +28,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from rl.backends.megatron import shims
-
-shims.apply()
-
-from megatron.core import parallel_state as ps  # noqa: E402
-from megatron.core.transformer.dot_product_attention import DotProductAttention  # noqa: E402
+from rl.backends.megatron.mcore import DotProductAttention, ps
 
 __all__ = ["ContextParallelAttention", "attention_mask", "gather_tokens", "token_index"]
 

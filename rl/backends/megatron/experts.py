@@ -23,13 +23,7 @@ import functools
 
 import torch
 
-from rl.backends.megatron import shims
-
-shims.apply()
-
-from megatron.core.tensor_parallel.layers import set_tensor_model_parallel_attributes  # noqa: E402
-from megatron.core.transformer.module import MegatronModule  # noqa: E402
-from megatron.core.transformer.moe.experts import SequentialMLP  # noqa: E402
+from rl.backends.megatron.mcore import MegatronModule, SequentialMLP, set_tensor_model_parallel_attributes
 
 _STRIDE_BYTES = 16
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from megatron.core import parallel_state as ps
+from rl.backends.megatron.mcore import ps
 
 
 def wanted(pp: int, vision: bool) -> bool:

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from megatron.core import parallel_state as ps
 
 from rl.backends.megatron import context as mctx
 from rl.backends.megatron import packed as mpack
 from rl.backends.megatron import packed_context as mpcp
+from rl.backends.megatron.mcore import ps
 from rl.config import ParallelConfig
 from rl.data.errors import DataIntegrityError
 from rl.models.packing import Packing

@@ -21,13 +21,8 @@ from typing import Any
 
 import torch
 
-from rl.backends.megatron import shims
-
-shims.apply()
-
-from megatron.core.packed_seq_params import PackedSeqParams  # noqa: E402
-
-from rl.models.packing import Packing  # noqa: E402
+from rl.backends.megatron.mcore import PackedSeqParams
+from rl.models.packing import Packing
 
 __all__ = ["cu_seqlens", "packed_inputs", "unpacked_logprobs"]
 

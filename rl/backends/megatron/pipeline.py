@@ -20,11 +20,7 @@ from typing import Any, Callable
 
 import torch
 
-from rl.backends.megatron import shims
-
-shims.apply()
-
-from megatron.core.pipeline_parallel import get_forward_backward_func  # noqa: E402
+from rl.backends.megatron.mcore import get_forward_backward_func
 
 __all__ = ["from_stage", "run_schedule", "stage_layers", "to_stage"]
 

@@ -24,14 +24,8 @@ from __future__ import annotations
 
 import torch
 
-from rl.backends.megatron import shims
-
-shims.apply()
-
-from megatron.core import tensor_parallel  # noqa: E402
-from megatron.core.transformer.module import MegatronModule  # noqa: E402
-
-from rl.models.mrope import mrope_position_ids  # noqa: E402
+from rl.backends.megatron.mcore import MegatronModule, tensor_parallel
+from rl.models.mrope import mrope_position_ids
 
 __all__ = ["VisionLanguageModel", "join_hf", "split_hf"]
 
