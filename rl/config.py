@@ -152,6 +152,7 @@ class GenerationConfig:
     max_new_tokens: int = 8
     ignore_eos: bool = False  # every completion runs to max_new_tokens (tasks in rl.envs EOS_FREE_TASKS only)
     length_buckets: int = 1  # rows decoded in this many groups of similar prompt length (rl.generation.length_buckets)
+    decode_slots: int = 4  # call shapes a static decoder keeps, each with its cache (rl.generation.static_decode)
     replicas: int | None = None  # data-parallel generation workers; None: rl.placement.generation_replicas derives it
     offload_training: bool = False  # colocated: the training state waits in host memory while replicas decode
     temperature: float = 1.0
@@ -411,7 +412,8 @@ def _validate(cfg: RunConfig) -> None:
         if value not in choices:
             raise ValueError(f"{dotted}: {value!r} is not one of {list(choices)}")
     positive = ["cluster.nodes", "cluster.devices_per_node", "policy.micro_batch_size",
-                "generation.max_new_tokens", "generation.length_buckets", "algorithm.num_steps",
+                "generation.max_new_tokens", "generation.length_buckets", "generation.decode_slots",
+                "algorithm.num_steps",
                 "algorithm.prompts_per_step", "algorithm.generations_per_prompt"]
     for dotted in positive:
         if _lookup(cfg, dotted) < 1:
@@ -498,7 +500,8 @@ TEACHER_FAMILIES = ("qwen3_5", "qwen3_5_moe", "llama")
 GRPO_ONLY = ("algorithm.baseline", "algorithm.normalize_rewards", "algorithm.dynamic_sampling",
              "algorithm.loss", "generation.backend", "generation.tp", "generation.colocated",
              "generation.temperature", "generation.decode", "generation.env", "generation.ignore_eos",
-             "generation.length_buckets", "generation.replicas", "generation.offload_training",
+             "generation.length_buckets", "generation.decode_slots", "generation.replicas",
+             "generation.offload_training",
              "data.val_every_steps")
 
 

@@ -243,7 +243,8 @@ class Engine:
                                 fp32_experts=fp32_experts(cfg.model.family, cfg.policy.precision))
         gens = [] if distill else [
             cluster.spawn(GenerationWorker, slot=slot, name=f"generation-{i}", role="generation", rank=i,
-                          device=device, precision=cfg.policy.precision, decode=decode)
+                          device=device, precision=cfg.policy.precision, decode=decode,
+                          decode_slots=cfg.generation.decode_slots)
             for i, slot in enumerate(placement.generation)]
         workers = [*ranks, *gens]
 

@@ -7,16 +7,18 @@ The terms (GiB on the GPU of the busiest replica):
 
 * replica: every parameter of the policy (all experts: a replica is not sharded like training),
   over `generation.tp`, in the generation dtype (the engine samples in `policy.precision`);
-* KV cache: `kv_bytes_per_token` for each full-attention layer, per row and cache position;
-* gated-delta-net state: `gdn_state_bytes_per_row` for each linear-attention layer, per row;
+* KV cache: `kv_bytes_per_token` for each full-attention layer, per row and cache position, for
+  each of the `decode_slots` call shapes the replica's static decoder keeps (one for eager);
+* gated-delta-net state: `gdn_state_bytes_per_row` for each linear-attention layer, per row and
+  kept shape;
 * the rows a replica decodes at once: its share of the step, whole GRPO groups to a replica
   (`rows_per_replica`); the cache positions: the prompt allowance plus `generation.max_new_tokens`
   (a call's cache spans its longest prompt plus the new tokens);
 * training's resident set: `resident_during_generation` (none with `generation.offload_training`).
 
 Not counted: the prompt forward's activations and the [rows, vocab] logits (under 1 GiB at the
-flagship's shape), and the caches of earlier call shapes the decoder may still keep
-(rl/generation/static_decode.py keeps a few captured shapes, each with its cache).
+flagship's shape). Each kept shape is counted at the largest call's size (an upper bound: a
+shape of shorter prompts or fewer rows holds less).
 """
 
 from __future__ import annotations
@@ -53,6 +55,13 @@ def gdn_state_bytes_per_row(cfg: Mapping, dtype_bytes: int) -> int:
     return recurrent + la.conv_dim * la.conv_kernel * dtype_bytes
 
 
+def decode_slots(gen: Mapping) -> int:
+    """The caches a replica keeps: `generation.decode_slots` call shapes for the static decoder
+    (`decode` graphs, static, or auto, which is graphs on a GPU), one for the eager loop, whose
+    cache lives for one call."""
+    return 1 if gen["decode"] == "eager" else int(gen["decode_slots"])
+
+
 def rows_per_replica(recipe: Mapping, replicas: int) -> int:
     """The busiest replica's rows: whole groups of `generations_per_prompt` rows go to a replica."""
     algo = recipe["algorithm"]
@@ -81,6 +90,7 @@ class GenerationMemory:
     capacity: float
     rows: int
     seq_len: int
+    slots: int = 1  # decode shapes whose caches the replica keeps (`decode_slots`)
 
     @property
     def total(self) -> float:
@@ -97,6 +107,7 @@ class GenerationMemory:
             "capacity": self.capacity,
             "rows": self.rows,
             "seq_len": self.seq_len,
+            "decode_slots": self.slots,
         }
 
 
@@ -109,8 +120,9 @@ def estimate_generation_memory(recipe: Mapping, cfg: Mapping, size: ModelSize, t
     seq = PROMPT_ALLOWANCE + int(gen["max_new_tokens"])
     kinds = layer_types(cfg)
     full, linear = kinds.count("full_attention"), kinds.count("linear_attention")
-    kv = full * kv_bytes_per_token(cfg, dtype_bytes) * rows * seq
-    gdn = linear * gdn_state_bytes_per_row(cfg, dtype_bytes) * rows
+    slots = decode_slots(gen)
+    kv = full * kv_bytes_per_token(cfg, dtype_bytes) * rows * seq * slots
+    gdn = linear * gdn_state_bytes_per_row(cfg, dtype_bytes) * rows * slots
     offloaded = bool(gen["colocated"]) and bool(gen.get("offload_training", False))
     return GenerationMemory(
         replica=size.total_params * dtype_bytes / tp / GIB,
@@ -121,4 +133,5 @@ def estimate_generation_memory(recipe: Mapping, cfg: Mapping, size: ModelSize, t
         capacity=training.capacity,
         rows=rows,
         seq_len=seq,
+        slots=slots,
     )

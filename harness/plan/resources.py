@@ -160,6 +160,8 @@ def _training_terms(m: MemoryEstimate) -> str:
         remedy = "enable policy.distributed_optimizer or policy.activation_checkpointing, or lower " \
                  "policy.micro_batch_size"
     beside = f", generation replica {m.replica:.1f}" if m.replica else ""
+    if m.replica:
+        remedy += ", or lower generation.decode_slots (the caches the replica beside it keeps)"
     return (f"(weights {m.weights:.1f}, reference {m.reference:.1f}, grads {m.grads:.1f}, optimizer {m.optimizer:.1f}, "
             f"{which} {m.activations:.1f}{beside}): raise policy.parallel.tp/ep/pp, {remedy}")
 

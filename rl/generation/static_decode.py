@@ -68,7 +68,7 @@ from rl.models.image_inputs import image_forward_kwargs
 from rl.models.logprobs import gather_logprobs
 
 SYNC_EVERY = 8  # tokens between host checks for "every row has ended"
-MAX_SLOTS = 4  # captured shapes kept per decoder (each holds a cache and a graph)
+MAX_SLOTS = 4  # captured shapes kept per decoder (each holds a cache and a graph): generation.decode_slots' default
 
 
 def batch_bucket(batch: int) -> int:
@@ -122,8 +122,13 @@ class _Slot:
 class StaticDecoder:
     """Samples like `rl.generation.sampler.generate`, from a static cache, CUDA graphs on a GPU."""
 
-    def __init__(self, model: PreTrainedModel, *, use_graphs: bool, counter_rng: bool | None = None) -> None:
+    def __init__(self, model: PreTrainedModel, *, use_graphs: bool, counter_rng: bool | None = None,
+                 max_slots: int = MAX_SLOTS) -> None:
+        """`max_slots`: call shapes kept captured, each with its cache (`generation.decode_slots`)."""
+        if max_slots < 1:
+            raise ValueError(f"max_slots must be >= 1, got {max_slots}")
         self.model = model
+        self.max_slots = max_slots
         self.vision = getattr(model.config, "vision_config", None) is not None
         self.use_graphs = use_graphs
         self.bucket_rows = use_graphs  # rows padded to `batch_bucket`; a CPU test sets it to run the graphs' layout
@@ -236,7 +241,7 @@ class StaticDecoder:
         if key in self._slots:
             self._slots.move_to_end(key)
             return self._slots[key]
-        while len(self._slots) >= MAX_SLOTS:
+        while len(self._slots) >= self.max_slots:
             self._slots.popitem(last=False)
         Bb, P, n = key[0], key[1], key[2]
         d = self.device

@@ -27,7 +27,7 @@ from rl import refit
 from rl.generation import generate
 from rl.generation.decode_attention import use_grouped_decode_attention
 from rl.generation.fused_projections import fuse_projections
-from rl.generation.static_decode import StaticDecoder
+from rl.generation.static_decode import MAX_SLOTS, StaticDecoder
 from rl.models import build_model
 from rl.ports import free_port
 from rl.refit_channel import RECEIVER, RefitChannel
@@ -41,11 +41,13 @@ class GenerationWorker(WorkerBase):
 
     def __init__(self, *, name: str, rank: int, env_keys: list[str], unset_env: Sequence[str] = (),
                  secret_env: Mapping[str, str] | None = None,
-                 device: str = "cpu", precision: str = "fp32", decode: str = "eager") -> None:
+                 device: str = "cpu", precision: str = "fp32", decode: str = "eager",
+                 decode_slots: int = MAX_SLOTS) -> None:
         super().__init__(name=name, rank=rank, env_keys=env_keys, unset_env=unset_env, secret_env=secret_env,
                          device=device)
         self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
         self.decode = decode
+        self.decode_slots = decode_slots  # generation.decode_slots: the static decoder's kept shapes
         self.model: Any = None
         self.decoder: StaticDecoder | None = None
         self.version = -1
@@ -66,7 +68,7 @@ class GenerationWorker(WorkerBase):
             use_grouped_decode_attention(self.model)
             fuse_projections(self.model)
         if self.decode != "eager":
-            self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs")
+            self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs", max_slots=self.decode_slots)
         self.version = 0
 
     @torch.no_grad()

@@ -27,7 +27,8 @@ def recipe(**changes) -> dict:
         "cluster": {"nodes": 2, "devices_per_node": 8, "device": "h200"},
         "policy": {"backend": "megatron", "parallel": {"tp": 2, "pp": 1, "cp": 2, "ep": 16, "etp": 1, "sp": True},
                    "micro_batch_size": 1, "max_seq_len": 8192, "precision": "bf16", "distributed_optimizer": True},
-        "generation": {"backend": "vllm", "tp": 4, "colocated": True, "max_new_tokens": 4096},
+        "generation": {"backend": "vllm", "tp": 4, "colocated": True, "max_new_tokens": 4096, "decode": "auto",
+                       "decode_slots": 1},
         "algorithm": {"prompts_per_step": 32, "generations_per_prompt": 16},
         "limits": {"timeout_s": 3600, "gpu_hours": 0},
     }
@@ -228,3 +229,15 @@ def test_the_flagship_with_longer_rollouts_is_refused_before_launch(command, tmp
     assert err.startswith("error: qwen3_5_35b: training phase: estimated ") and err.count("\n") == 1
     assert "generation replica" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_each_kept_decode_shape_counts_its_cache():
+    """generation.decode_slots caches on the replica's GPU (one for the eager loop), in both phases."""
+    short = {"generation__max_new_tokens": 1024}
+    one, four = make_plan(recipe(**short)), make_plan(recipe(generation__decode_slots=4, **short))
+    eager = make_plan(recipe(generation__decode_slots=4, generation__decode="eager", **short))
+    g1, g4 = one.generation_memory, four.generation_memory
+    assert (g1.slots, g4.slots, eager.generation_memory.slots) == (1, 4, 1)
+    assert g4.kv_cache == pytest.approx(4 * g1.kv_cache) and g4.gdn_state == pytest.approx(4 * g1.gdn_state)
+    assert four.memory.replica - one.memory.replica == pytest.approx(3 * (g1.kv_cache + g1.gdn_state))
+    assert "4 decode slot(s)" in format_plan(four)

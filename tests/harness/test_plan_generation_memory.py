@@ -29,7 +29,8 @@ TRAINING = MemoryEstimate(weights=1.0, reference=1.0, grads=2.0, optimizer=3.0, 
 
 def recipe(*, precision="bf16", tp=1, colocated=True, max_new_tokens=44, prompts=4, per_prompt=2) -> dict:
     return {"policy": {"precision": precision},
-            "generation": {"tp": tp, "colocated": colocated, "max_new_tokens": max_new_tokens},
+            "generation": {"tp": tp, "colocated": colocated, "max_new_tokens": max_new_tokens, "decode": "auto",
+                           "decode_slots": 1},
             "algorithm": {"prompts_per_step": prompts, "generations_per_prompt": per_prompt}}
 
 

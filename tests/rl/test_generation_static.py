@@ -87,3 +87,13 @@ def test_fp32_experts() -> None:
     assert fp32_experts("qwen3_5_moe", "fp32")
     assert not fp32_experts("qwen3_5_moe", "bf16")
     assert not fp32_experts("qwen3_5", "fp32")
+
+
+def test_the_decoder_keeps_at_most_its_slots_least_recently_used_out_first() -> None:
+    """generation.decode_slots: each kept call shape holds a cache; the oldest goes first."""
+    dec = StaticDecoder(model("qwen3_5"), use_graphs=False, max_slots=2)
+    for b in (2, 3, 2, 4):
+        dec.generate(prompts(b=b), seeds=row_seeds(0, b), **ARGS)
+    assert [key[0] for key in dec._slots] == [2, 4]  # 3 was least recently used when 4 came
+    with pytest.raises(ValueError, match="max_slots"):
+        StaticDecoder(model("qwen3_5"), use_graphs=False, max_slots=0)

@@ -89,6 +89,7 @@ READERS: dict[str, tuple[str, str]] = {
     "generation.max_new_tokens": ("rl/run.py", "cfg.generation.max_new_tokens"),
     "generation.ignore_eos": ("rl/run.py", "cfg.generation.ignore_eos"),
     "generation.length_buckets": ("rl/algorithms/grpo.py", "self.cfg.generation.length_buckets"),
+    "generation.decode_slots": ("rl/run.py", "decode_slots=cfg.generation.decode_slots"),
     "generation.replicas": ("rl/run.py", "replicas=cfg.generation.replicas"),
     "generation.offload_training": ("rl/algorithms/grpo.py", "self.cfg.generation.offload_training"),
     "generation.temperature": ("rl/run.py", "cfg.generation.temperature"),
