@@ -29,9 +29,10 @@ What is patched, and why:
   it calls (`gdn_torch`).
 * On CPU, `eager_jit_fusers()` gives megatron's classes back the plain methods they wrap in
   `torch.compile` (`jit_fuser`: GatedDeltaNet's input prep, decay and gated norm, the attention
-  output gate, the MoE router's and dispatcher's helpers). Dynamo and Inductor compiled them anew in
-  every process and for every new shape, to fuse a few elementwise ops: 7 of the 8 s of a tiny
-  hybrid twin's log-prob pass and train step. `policy.compile` is GPU-only for the same reason.
+  output gate, L2Norm, the MoE router's and dispatcher's helpers; tests/rl/test_megatron_eager_fusers.py).
+  Dynamo and Inductor compiled them anew in every process and for every new shape, to fuse a few
+  elementwise ops: 7 of the 8 s of a tiny hybrid twin's log-prob pass and train step.
+  `policy.compile` is GPU-only for the same reason.
 * On every machine, after megatron is imported, `portable_tensor_pickles()` puts back torch's
   own `torch.storage._load_from_bytes`: `import megatron.core` replaces it, and a tensor pickled
   afterwards names megatron's function, so whichever process unpickles it (the engine's driver
