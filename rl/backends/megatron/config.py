@@ -262,5 +262,6 @@ def block_spec(config: TransformerConfig, layer_types: list[str]) -> Transformer
     if len(layer_types) * config.pipeline_model_parallel_size != config.num_layers:
         raise ValueError(f"{len(layer_types)} layer types x pp={config.pipeline_model_parallel_size} "
                          f"!= num_layers={config.num_layers}")
+    shims.eager_jit_fusers()  # on CPU: after the GatedDeltaNet import above
     return TransformerBlockSubmodules(layer_specs=[layers[kind] for kind in layer_types],
                                       layer_norm=ZeroCenteredRMSNorm)

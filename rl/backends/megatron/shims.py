@@ -27,6 +27,12 @@ What is patched, and why:
   one backward kernel replaced where fla refuses it: rl.models.gdn_kernels, for every process). Without fla
   or a GPU, `fla_stand_in()` gives megatron's GDN modules the torch versions of the three kernels
   it calls (`gdn_torch`).
+* On CPU, `eager_jit_fusers()` gives megatron's classes back the plain methods they wrap in
+  `torch.compile` (`jit_fuser`: GatedDeltaNet's input prep, decay and gated norm, the attention
+  output gate, L2Norm, the MoE router's and dispatcher's helpers; tests/rl/test_megatron_eager_fusers.py).
+  Dynamo and Inductor compiled them anew in every process and for every new shape, to fuse a few
+  elementwise ops: 7 of the 8 s of a tiny hybrid twin's log-prob pass and train step.
+  `policy.compile` is GPU-only for the same reason.
 * On every machine, after megatron is imported, `portable_tensor_pickles()` puts back torch's
   own `torch.storage._load_from_bytes`: `import megatron.core` replaces it, and a tensor pickled
   afterwards names megatron's function, so whichever process unpickles it (the engine's driver
@@ -46,7 +52,7 @@ import torch.distributed as dist
 
 from rl.backends.megatron import gdn_torch
 
-__all__ = ["apply", "fla_stand_in", "on_cpu", "portable_tensor_pickles"]
+__all__ = ["apply", "eager_jit_fusers", "fla_stand_in", "on_cpu", "portable_tensor_pickles"]
 
 _PAGED_STASH_OPS = "megatron.core.transformer.moe.ops.paged_stash"
 _applied = False
@@ -116,6 +122,19 @@ def fla_stand_in() -> None:
     common.l2norm = gdn_torch.l2norm
     common.causal_conv1d = gdn.causal_conv1d = gdn_torch.causal_conv1d
     common.chunk_gated_delta_rule = gdn.chunk_gated_delta_rule = gdn_torch.chunk_gated_delta_rule
+
+
+def eager_jit_fusers() -> None:
+    """On CPU, every loaded megatron class's `jit_fuser` methods as the plain functions they wrap
+    (call after importing the modules whose classes build the model; idempotent)."""
+    if not on_cpu():
+        return
+    for module in [m for name, m in list(sys.modules.items()) if name.startswith("megatron.") and m is not None]:
+        for cls in [c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__]:
+            for name, value in list(vars(cls).items()):
+                plain = getattr(value, "_torchdynamo_orig_callable", None)
+                if plain is not None:
+                    setattr(cls, name, plain)
 
 
 def _stand_in_paged_stash_ops() -> None:
