@@ -91,6 +91,9 @@ class TorchBackend:
         self.model = build_model(model_cfg, vocab_size=vocab_size, seed=seed)
         self.model.load_state_dict(weights)
         self.model.to(self.device)
+        for param in self.model.parameters():  # a checkpoint's tensors mapped from its file (CPU): own them,
+            if not param.untyped_storage().resizable():  # so offload can free them in place
+                param.data = param.data.clone()
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
         if activation_checkpointing:  # the policy only: the reference never runs a backward
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

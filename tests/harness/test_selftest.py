@@ -121,6 +121,7 @@ def healthy_run(ranks: int = 2, hardware: str | None = None) -> dict[str, list[f
             "train/reward": rising(0.3, 0.95), "train/loss": rising(2.2, -0.1), "train/grad_norm": rising(20, 8),
             "train/gen_kl_error": [5e-9] * STEPS, "total_flops": [6e10] * STEPS, "theoretical_tflops": [100.0] * STEPS,
             "num_ranks": [float(ranks)] * STEPS, "performance/tokens_per_sec_per_gpu": [500.0] * STEPS,
+            "performance/offloaded_gib": [30.0] * STEPS,  # generation.offload_training: the state's trip
             # distillation (thresholds/xtoken_distill_cpu.yaml): KL falls, the student's accuracy rises
             "train/kl_loss": [2.4 * 0.8**i for i in range(STEPS)], "train/accuracy": rising(0.28, 0.55),
             "train/proj_accuracy": rising(0.3, 0.75), "train/num_valid_chunks": [48.0] * STEPS}
