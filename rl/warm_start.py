@@ -44,6 +44,7 @@ from rl.config import WarmStartConfig
 from rl.envs.registry import Env, Problem
 from rl.models.image_inputs import ImageLayout, prompt_rows
 from rl.models.logprobs import token_logprobs
+from rl.recipe.read import build
 
 CACHE_FORMAT = 1  # bump when the training procedure changes, to invalidate old entries
 GRAD_CLIP = 1.0
@@ -178,7 +179,7 @@ def warm_start(
          trained (fewer than configured when stop_at_loss ended it), "seconds": wall time of
          this call, "path": the cache file or None}.
     """
-    ws = WarmStartConfig.from_dict(cfg)
+    ws = build(WarmStartConfig, cfg, "algorithm.warm_start")
     start = time.perf_counter()
     if ws.steps == 0:
         return {"cached": False, "loss": None, "steps": 0, "seconds": 0.0, "path": None}

@@ -27,6 +27,7 @@ import torch
 
 from rl.algorithms.kl import gen_kl_error, k3, masked_mean, ref_kl, token_mult_prob_error
 from rl.data.errors import DataIntegrityError
+from rl.recipe.key import Section, key
 
 __all__ = ["LossConfig", "PREV_LOGPROBS", "TRUNCATIONS", "clipped_pg_loss", "importance_weights", "needs_reference",
            "prev_from_training", "prev_logprobs_refusal"]
@@ -41,44 +42,32 @@ PREV_LOGPROBS = ("pass", "training")
 
 
 @dataclass(kw_only=True, frozen=True)
-class LossConfig:
+class LossConfig(Section):
     """The recipe's `algorithm.loss` section."""
 
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    kl_beta: float = 0.0
-    is_correction: bool = True
-    truncation: str | None = None
-    tis_cap: float = 2.0
-    icepop_low: float = 0.5
-    icepop_high: float = 2.0
-    prev_logprobs: str = "pass"
+    clip_low: float = key(0.2, ge=0, lt=1)
+    clip_high: float = key(0.2, ge=0)
+    kl_beta: float = key(0.0, ge=0)
+    is_correction: bool = key(True, doc='importance-sampling correction for the generation/training mismatch')
+    truncation: str | None = key(None, choices=TRUNCATIONS, doc='how the importance ratio is truncated')
+    tis_cap: float = key(2.0, gt=0, doc='cap for `tis`')
+    icepop_low: float = key(0.5, ge=0, doc='lower bound for `icepop`')
+    icepop_high: float = key(2.0, gt=0, doc='upper bound for `icepop`')
+    prev_logprobs: str = key("pass", choices=PREV_LOGPROBS, doc=(
+        'where the pre-update log-probs come from: a no-grad forward before training, or the '
+        "training forward's own, detached (a GRPO step is one optimizer step, so they are the "
+        "same policy's; one forward a step fewer). `training`: grpo only, `policy.parallel.pp` 1"))
 
     def __post_init__(self) -> None:
-        if self.prev_logprobs not in PREV_LOGPROBS:
-            raise ValueError(f"algorithm.loss.prev_logprobs must be one of {list(PREV_LOGPROBS)}, "
-                             f"got {self.prev_logprobs!r}")
-        if not 0.0 <= self.clip_low < 1.0:
-            raise ValueError(f"algorithm.loss.clip_low must be in [0, 1), got {self.clip_low}")
-        if self.clip_high < 0.0:
-            raise ValueError(f"algorithm.loss.clip_high must be >= 0, got {self.clip_high}")
-        if self.kl_beta < 0.0:
-            raise ValueError(f"algorithm.loss.kl_beta must be >= 0, got {self.kl_beta}")
-        if self.truncation not in TRUNCATIONS:
-            raise ValueError(
-                f"algorithm.loss.truncation must be one of {list(TRUNCATIONS)}, "
-                f"got {self.truncation!r}"
-            )
+        super().__post_init__()
         if self.truncation is not None and not self.is_correction:
             raise ValueError(
                 "algorithm.loss.truncation needs algorithm.loss.is_correction: true "
                 "(truncation acts on the importance weights)"
             )
-        if self.tis_cap <= 0.0:
-            raise ValueError(f"algorithm.loss.tis_cap must be > 0, got {self.tis_cap}")
-        if not 0.0 <= self.icepop_low < self.icepop_high:
+        if self.icepop_low >= self.icepop_high:
             raise ValueError(
-                "algorithm.loss.icepop_low must be >= 0 and below icepop_high, got "
+                "algorithm.loss.icepop_low must be below icepop_high, got "
                 f"[{self.icepop_low}, {self.icepop_high}]"
             )
 

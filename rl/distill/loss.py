@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from rl.distill.projection import Projection
+from rl.recipe.key import Section, key
 
 __all__ = ["DistillConfig", "RESPONSES", "chunk_mask", "chunk_means", "xtoken_loss"]
 
@@ -34,28 +35,15 @@ EPS = 1e-10
 
 
 @dataclass(kw_only=True, frozen=True)
-class DistillConfig:
+class DistillConfig(Section):
     """The recipe's `algorithm.distill` section."""
 
-    kl_weight: float = 1.0
-    ce_weight: float = 0.0
-    temperature: float = 1.0
-    vocab_topk: int = 16
-    projection_topk: int = 4
-    responses: str = "dataset"
-
-    def __post_init__(self) -> None:
-        for name in ("kl_weight", "ce_weight"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"algorithm.distill.{name}: must be >= 0, got {getattr(self, name)}")
-        if self.temperature <= 0:
-            raise ValueError(f"algorithm.distill.temperature: must be > 0, got {self.temperature}")
-        for name in ("vocab_topk", "projection_topk"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"algorithm.distill.{name}: must be >= 1, got {getattr(self, name)}")
-        if self.responses not in RESPONSES:
-            raise ValueError(f"algorithm.distill.responses: {self.responses!r} is not one of {list(RESPONSES)}")
-
+    kl_weight: float = key(1.0, ge=0, doc='weight of KL(teacher || student) over aligned chunks')
+    ce_weight: float = key(0.0, ge=0, doc="weight of the student's own next-token cross-entropy")
+    temperature: float = key(1.0, gt=0, doc="both sides' logits divided by it; the KL multiplied by its square")
+    vocab_topk: int = key(16, ge=1, doc='teacher ids per chunk the KL is taken over')
+    projection_topk: int = key(4, ge=1, doc='teacher pieces kept per student token in the projection')
+    responses: str = key("dataset", choices=RESPONSES, doc="where responses come from: the task's answers")
 
 def chunk_means(values: torch.Tensor, chunk_ids: torch.Tensor, num_chunks: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean of `values` [B, T, V] over each chunk's positions -> ([B, C, V], counts [B, C]).

@@ -165,7 +165,7 @@ def test_dp_split_with_global_token_count_sums_to_full_batch():
 
 
 def test_loss_config_validation_names_the_field():
-    with pytest.raises(ValueError, match="algorithm.loss.truncation must be one of"):
+    with pytest.raises(ValueError, match="truncation: .clip. is not one of"):
         LossConfig(truncation="clip")
     with pytest.raises(ValueError, match="is_correction"):
         LossConfig(truncation="tis", is_correction=False)
