@@ -19,6 +19,7 @@ import yaml
 
 from rl import secret_env, unsafe_env
 from rl.algorithms.loss import LossConfig  # the loss section is the loss's own config
+from rl.backends.names import backend_names  # policy.backend's choices
 from rl.distill.loss import DistillConfig  # so is the distillation section
 from rl.recipe.key import Section, key, section
 from rl.recipe.read import build
@@ -161,7 +162,7 @@ class SequencePackingConfig(Section):
 
 @dataclass(kw_only=True)
 class PolicyConfig(Section):
-    backend: str = key("torch", choices=('torch', 'megatron'), doc='training backend')
+    backend: str = key("torch", choices=tuple(backend_names()), doc='training backend (rl/backends/rules.py)')
     parallel: ParallelConfig = section(ParallelConfig)
     micro_batch_size: int = key(8, ge=1)
     logprob_batch_size: int | None = key(None, ge=1, doc=(

@@ -14,14 +14,13 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from rl.backends.names import RULES_MODULES, backend_names
+
 if TYPE_CHECKING:
     from rl.config import RunConfig
 
 __all__ = ["BackendRules", "backend_names", "backend_rules", "register_rules"]
 
-# The light modules that register rules; imported on the first question, so that registering
-# here never imports a backend.
-RULES_MODULES = ("rl.backends.torch_rules", "rl.backends.megatron.rules")
 PARALLEL_SIZES = ("tp", "pp", "cp", "ep", "etp")
 _RULES: dict[str, BackendRules] = {}
 
@@ -94,6 +93,8 @@ class BackendRules:
 
 def register_rules(cls: type[BackendRules]) -> type[BackendRules]:
     """Class decorator: register one instance under `cls.name`; registering a name twice is an error."""
+    if cls.name not in RULES_MODULES:
+        raise ValueError(f"training backend {cls.name!r} is not named in rl/backends/names.py")
     if cls.name in _RULES:
         raise ValueError(f"training backend {cls.name!r} is already registered by {type(_RULES[cls.name])!r}")
     _RULES[cls.name] = cls()
@@ -101,14 +102,11 @@ def register_rules(cls: type[BackendRules]) -> type[BackendRules]:
 
 
 def _all() -> dict[str, BackendRules]:
-    for module in RULES_MODULES:
+    """Every backend's rules, their light modules (rl/backends/names.py) imported on the first
+    question, so that registering here never imports a backend."""
+    for module in RULES_MODULES.values():
         importlib.import_module(module)
     return _RULES
-
-
-def backend_names() -> list[str]:
-    """Every registered training backend, sorted."""
-    return sorted(_all())
 
 
 def backend_rules(name: str) -> BackendRules:
