@@ -109,7 +109,7 @@ case "$TARGET" in
     over=("$cut" generation.offload_training=true algorithm.num_steps=10 algorithm.warm_start.steps=0
           policy.micro_batch_size=8 checks.thresholds=thresholds/qwen3_5_35b_full_width_cut.yaml "$@")
     $HARNESS plan recipes/qwen3_5_35b.yaml --scale h200x1 "${over[@]}" | tee "$RESULTS/full_width_grpo_plan.txt"
-    harness_runs 480 full-width-grpo recipes/qwen3_5_35b.yaml --scale h200x1 "${over[@]}"
+    harness_runs "${FULL_WIDTH_TIMEOUT_S:-480}" full-width-grpo recipes/qwen3_5_35b.yaml --scale h200x1 "${over[@]}"
     python3 bench/run_summary.py /tmp/runs/full-width-grpo | record engine ;;
   profile)
     file="$RESULTS/profiles/$(echo "$*" | sed 's/--//g; s/[^a-z0-9_]\+/_/g')_$(date -u +%Y-%m-%d).txt"
