@@ -16,10 +16,12 @@ import types
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rank_processes import one_gloo_rank, run_ranks
 from train_batches import train_batch
 
-from rl.backends.offload import HostOffload, state_tensors
+from rl.backends.offload import ALIGN, HostArena, HostOffload, state_tensors
 from rl.config import OptimizerConfig
 
 VOCAB = 32
@@ -42,6 +44,35 @@ def test_views_and_shared_storages_come_back_bit_for_bit_and_still_alias() -> No
     assert all(torch.equal(a, b) for a, b in zip((buffer, view, param, param.grad), before))
     buffer[8] = 7.0  # the view still reads the buffer
     assert view[0, 0] == 7.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.lists(st.integers(0, 3 * ALIGN), max_size=8), more=st.lists(st.integers(0, 3 * ALIGN), max_size=4))
+def test_the_arena_is_exact_stable_and_grows_only_for_new_bytes(first: list[int], more: list[int]) -> None:
+    arena = HostArena(pin=False)
+    places = arena.places(first)
+    size = arena.nbytes
+    assert size == sum(-(-n // ALIGN) * ALIGN for n in first)  # exact: no power-of-two rounding
+    assert [p.numel() for p in places] == first
+    starts = [p.data_ptr() for p in places]
+    ends = sorted((p.data_ptr(), p.data_ptr() + p.numel()) for p in places if p.numel())
+    assert all(a[1] <= b[0] for a, b in zip(ends, ends[1:]))  # places never overlap
+    assert [p.data_ptr() for p in arena.places(first)] == starts and arena.nbytes == size  # same state, same places
+    grown = arena.places(first + more)  # the state grew (an optimizer's moments after step 1)
+    assert [p.data_ptr() for p in grown[:len(first)]] == starts  # what was placed stays put
+    assert size <= arena.nbytes <= size + sum(-(-n // ALIGN) * ALIGN for n in more)
+
+
+def test_the_arena_is_kept_between_trips() -> None:
+    host = HostOffload("cpu")
+    state = [torch.randn(100), torch.randn(7)]
+    host.offload(state)
+    kept = host.host_bytes
+    host.reload()
+    assert host.host_bytes == kept == 2 * ALIGN
+    host.offload(state)
+    assert host.host_bytes == kept
+    host.reload()
 
 
 def test_offload_and_reload_come_in_pairs() -> None:
