@@ -209,7 +209,9 @@ class PolicyWorker(WorkerBase):
 
     @resident
     def state_dict(self) -> dict[str, torch.Tensor] | None:
-        """HF-format policy weights on rank 0, None elsewhere; every rank must call it."""
+        """HF-format policy weights on rank 0, None elsewhere; every rank must call it. On the
+        CPU: the offload's host arena goes first, as for a checkpoint."""
+        self._host.release()
         weights = self.backend.state_dict()
         return weights if self.rank == 0 else None
 
@@ -257,7 +259,9 @@ class PolicyWorker(WorkerBase):
     @resident
     def checkpoint_state(self) -> dict[str, Any]:
         """This rank's optimizer state; rank 0 adds the policy and reference weights.
-        Every rank must call it (the weights are gathered). Everything comes back on the CPU."""
+        Every rank must call it (the weights are gathered). Everything comes back on the CPU, so
+        the offload's host arena goes first (`HostOffload.release`)."""
+        self._host.release()
         policy, reference = self.backend.state_dict(), self.backend.reference_state_dict()
         state: dict[str, Any] = {"optimizer": refit.to_cpu(self.backend.optimizer_state())}
         if self.rank == 0:

@@ -29,12 +29,11 @@ from rl.ports import free_port
 
 ATTEMPTS = 3
 # Rank processes come from a fork server that imported these once (per pytest worker): a spawned
-# rank re-imported torch, transformers and megatron-core, ~10 s of a 2-core box per rank and test.
-# Nothing is initialised before the fork (no process group, no shim, no thread pool in use). The
-# shims module comes before megatron.core: it keeps torch's unpickler, which megatron replaces (on a
-# GPU machine megatron.core imports here; on a CPU one it needs the shims applied and is skipped).
-PRELOAD = [name for name in ("torch", "torch.distributed", "transformers", "rl.backends.megatron.shims",
-                             "megatron.core", "rl.models")
+# rank re-imported torch and transformers, seconds of a 2-core box per rank and test. Nothing is
+# initialised before the fork (no process group, no shim, no thread pool in use). megatron.core is
+# not among them: on a GPU machine its import initialises CUDA, which a forked rank cannot use,
+# and on a CPU one it imports only after the shims are applied, which is each rank's business.
+PRELOAD = [name for name in ("torch", "torch.distributed", "transformers", "rl.models")
            if importlib.util.find_spec(name.split(".")[0]) is not None]
 multiprocessing.set_forkserver_preload(PRELOAD)
 

@@ -75,6 +75,21 @@ def test_the_arena_is_kept_between_trips() -> None:
     host.reload()
 
 
+def test_release_gives_the_arena_back_and_refuses_while_offloaded() -> None:
+    host = HostOffload("cpu")
+    state = [torch.randn(100)]
+    before = state[0].clone()
+    host.offload(state)
+    with pytest.raises(RuntimeError, match="reload it first"):
+        host.release()
+    host.reload()
+    host.release()
+    assert host.host_bytes == 0
+    host.offload(state)  # a new arena
+    host.reload()
+    assert host.host_bytes == ALIGN and torch.equal(state[0], before)
+
+
 def test_offload_and_reload_come_in_pairs() -> None:
     host = HostOffload("cpu")
     with pytest.raises(RuntimeError, match="nothing is offloaded"):
