@@ -48,7 +48,8 @@ def format_plan(plan: Plan) -> str:
                     if g.resident else ", training state in host memory (generation.offload_training)"
                     if g.offloaded else ", no training state (a GPU of its own)")
         lines.append(f"memory     generation {g.total:.1f} of {g.capacity:g} GiB per GPU (replica {g.replica:.1f}, "
-                     f"KV cache {g.kv_cache:.1f}, gated-delta-net state {g.gdn_state:.1f}{resident}; "
+                     f"KV cache {g.kv_cache:.1f}, gated-delta-net state {g.gdn_state:.1f}, draw {g.draw:.1f}"
+                     f"{resident}; "
                      f"{g.rows} rows x {g.seq_len} tokens a replica, {g.slots} decode slot(s))")
     budget = f" (budget {plan.gpu_hours_budget:g})" if plan.gpu_hours_budget else ""
     lines.append(f"gpu-hours  at most {plan.gpu_hours_max:.2f}{budget}")

@@ -16,9 +16,12 @@ The terms (GiB on the GPU of the busiest replica):
   (a call's cache spans its longest prompt plus the new tokens);
 * training's resident set: `resident_during_generation` (none with `generation.offload_training`).
 
-Not counted: the prompt forward's activations and the [rows, vocab] logits (under 1 GiB at the
-flagship's shape). Each kept shape is counted at the largest call's size (an upper bound: a
-shape of shorter prompts or fewer rows holds less).
+* the draw's working set: `DRAW_BYTES_PER_LOGIT` for each of the rows' vocabulary logits, once (a
+  call's draw is transient, not kept per shape).
+
+Not counted: the prompt forward's activations (its logits are the last position's only). Each kept
+shape is counted at the largest call's size (an upper bound: a shape of shorter prompts or fewer
+rows holds less).
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ RESIDENT_DURING_GENERATION = ("weights", "reference", "grads", "optimizer", "act
 # reserved blocks go too: no training term stays. (The CUDA context and NCCL's buffers stay, as
 # they do in the training phase, where the plan does not count them either.)
 RESIDENT_WHEN_OFFLOADED: tuple[str, ...] = ()
+# A decode step's [rows, vocab] tensors at the draw's peak (rl/generation/sampler.py): the model's
+# bf16 logits (2 bytes), the fp32 copy the loop keeps for the log-probs (4), the drawable copy with
+# the banned ids masked (4), and the shifted-and-scaled logits with their exponentials (4 + 4). At
+# 256 rows of a 248,320-word vocabulary that is 1.1 GiB; one H200 measured the full-width cut's
+# generation phase 1.08 GiB above a plan without it (2026-12-04, 8963103).
+DRAW_BYTES_PER_LOGIT = 18
 
 
 def kv_bytes_per_token(cfg: Mapping, dtype_bytes: int) -> int:
@@ -85,6 +94,7 @@ class GenerationMemory:
     replica: float
     kv_cache: float
     gdn_state: float
+    draw: float  # the draw's [rows, vocab] working set
     resident: dict[str, float]  # training term -> GiB still on the GPU
     offloaded: bool  # generation.offload_training: the training state waits in host memory
     capacity: float
@@ -94,13 +104,14 @@ class GenerationMemory:
 
     @property
     def total(self) -> float:
-        return self.replica + self.kv_cache + self.gdn_state + sum(self.resident.values())
+        return self.replica + self.kv_cache + self.gdn_state + self.draw + sum(self.resident.values())
 
     def to_json(self) -> dict:
         return {
             "replica": round(self.replica, 2),
             "kv_cache": round(self.kv_cache, 2),
             "gdn_state": round(self.gdn_state, 2),
+            "draw": round(self.draw, 2),
             "resident_from_training": {term: round(gib, 2) for term, gib in self.resident.items()},
             "training_offloaded": self.offloaded,
             "total": round(self.total, 2),
@@ -128,6 +139,7 @@ def estimate_generation_memory(recipe: Mapping, cfg: Mapping, size: ModelSize, t
         replica=size.total_params * dtype_bytes / tp / GIB,
         kv_cache=kv / tp / GIB,
         gdn_state=gdn / tp / GIB,
+        draw=rows * int(cfg.get("vocab_size", 0)) * DRAW_BYTES_PER_LOGIT / tp / GIB,
         resident=resident_during_generation(training, colocated=bool(gen["colocated"]), offloaded=offloaded),
         offloaded=offloaded,
         capacity=training.capacity,

@@ -169,7 +169,8 @@ def _training_terms(m: MemoryEstimate) -> str:
 def _generation_terms(g: GenerationMemory, replicas: int) -> str:
     resident = f", training resident {sum(g.resident.values()):.1f}" if g.resident else ""
     offload = ", set generation.offload_training: true (training waits in host memory)" if g.resident else ""
-    return (f"(replica {g.replica:.1f}, KV cache {g.kv_cache:.1f}, gated-delta-net state {g.gdn_state:.1f} for "
+    return (f"(replica {g.replica:.1f}, KV cache {g.kv_cache:.1f}, gated-delta-net state {g.gdn_state:.1f}, "
+            f"draw {g.draw:.1f} for "
             f"{g.rows} rows x {g.seq_len} tokens{resident}): lower generation.max_new_tokens or the rows per replica "
             f"(algorithm.prompts_per_step x generations_per_prompt over {replicas} generation.replicas){offload}")
 

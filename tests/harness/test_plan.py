@@ -165,7 +165,8 @@ def test_replicas_follow_the_engines_rule_when_the_recipe_leaves_them_null():
     """One per GPU when colocated on GPUs, else one (rl/placement.py `generation_replicas`)."""
     assert (make_plan(recipe(generation__tp=1, policy__max_seq_len=4096, policy__activation_checkpointing=True))
             .generation["replicas"] == 16)
-    assert make_plan(recipe(generation__tp=1, generation__colocated=False)).generation["replicas"] == 1
+    one_replica = recipe(generation__tp=1, generation__colocated=False, generation__max_new_tokens=2048)
+    assert make_plan(one_replica).generation["replicas"] == 1
 
 
 def test_the_plan_states_both_phases():

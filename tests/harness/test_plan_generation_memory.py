@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.plan.generation_memory import (
+    DRAW_BYTES_PER_LOGIT,
     RESIDENT_DURING_GENERATION,
     RESIDENT_WHEN_OFFLOADED,
     estimate_generation_memory,
@@ -81,7 +82,8 @@ def test_the_generation_phase_of_the_tiny_shape():
     assert est.replica == size.total_params * 2 / GIB
     assert est.kv_cache == 1 * 128 * rows * seq / GIB  # one full-attention layer
     assert est.gdn_state == 3 * 5120 * rows / GIB  # three gated-delta-net layers
-    assert est.total == pytest.approx(est.replica + est.kv_cache + est.gdn_state + 7.5)
+    assert est.draw == rows * TINY["vocab_size"] * DRAW_BYTES_PER_LOGIT / GIB  # one draw's logits, not per slot
+    assert est.total == pytest.approx(est.replica + est.kv_cache + est.gdn_state + est.draw + 7.5)
     assert est.to_json()["resident_from_training"]["optimizer"] == 3.0
 
     sharded = estimate_generation_memory(recipe(tp=2, colocated=False), TINY, size, TRAINING, replicas=2)
