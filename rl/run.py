@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from rl import checkpoint, faults, secret_env
-from rl.config import ROLES, ModelConfig, RunConfig, load_config
-from rl.preflight import check_file
+from rl.config import ROLES, ModelConfig, RunConfig, read_recipe, resolved_config
+from rl.preflight import check_config
 from rl.runlog import METRICS, STATUS, RunLog, read_jsonl, write_json_atomic
 from rl.worker_errors import DeadWorkerError, WorkerTimeoutError
 
@@ -539,14 +539,15 @@ def main(argv: list[str] | None = None) -> int:
     secret_env.take_env_file(os.environ)  # a Ray job's env values (harness/launch/ray_job.py), before any read
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     run_dir = Path(args.out)
-    try:
-        cfg = load_config(args.recipe)
-        hidden_env = _hidden_env(args.recipe)
+    try:  # read and parsed once: the preflight asks of the RunConfig this run runs
+        data = read_recipe(args.recipe)
+        cfg = resolved_config(data)
+        hidden_env = _hidden_env(data)
     except (ValueError, OSError) as exc:
         return _config_error(run_dir, f"bad recipe {args.recipe}: {exc}")
     except Exception as exc:  # noqa: BLE001 - e.g. a YAML syntax error
         return _config_error(run_dir, f"cannot read recipe {args.recipe}: {type(exc).__name__}: {exc}")
-    answer = check_file(args.recipe, machine=True)  # the harness asked already; a run by hand asks here
+    answer = check_config(cfg, machine=True)  # the harness asked already; a run by hand asks here
     refused = answer["static"] + answer["machine"]
     if refused:
         return _config_error(run_dir, f"refused {args.recipe}: " + "; ".join(refused))
@@ -560,12 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     return run(cfg, run_dir, resume=args.resume, hidden_env=hidden_env)
 
 
-def _hidden_env(path: str) -> list[str]:
+def _hidden_env(data: Any) -> list[str]:
     """The names env.json writes <redacted>: each env mapping's pass-through entries (rl/secret_env.py)."""
-    import yaml
-
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
     scopes = secret_env.scopes(data) if isinstance(data, dict) else []
     return sorted({name for _, env in scopes for name in secret_env.hidden_names(env)})
 
