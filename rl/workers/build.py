@@ -8,6 +8,7 @@ the way to the backend.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rl.workers.generation import GenerationWorker
@@ -40,7 +41,10 @@ def spawn_generation_workers(cluster: Cluster, placement: Placement, generation:
 
 def setup_policy_workers(ranks: list[WorkerHandle], *, master: tuple[str, int], model: ModelConfig,
                          policy: PolicyConfig, vocab_size: int, seed: int, weights: Any, teacher: Any) -> list[Any]:
-    """Every rank's `setup` call (object refs): its backend from the `model` and `policy` sections."""
+    """Every rank's `setup` call (object refs): its backend from the `model` and `policy` sections.
+    `policy.env` stays behind: the rank got its role's env when it was spawned (rl/cluster.py), and
+    secret values travel in no task argument."""
+    policy = replace(policy, env={})
     return [h.actor.setup.remote(master=master, model=model, policy=policy, vocab_size=vocab_size, seed=seed,
                                  weights=weights, teacher=teacher) for h in ranks]
 
