@@ -257,11 +257,12 @@ def make_store(kind: str) -> tuple[Any, Any]:
         return store, InProcessGroup
     import ray
 
+    from rl.config import DataPlaneConfig
     from rl.data import make_client
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    return make_client({"backend": "tq", "tq": {"num_storage_units": 1}}), ActorGroup
+    return make_client(DataPlaneConfig(backend="tq")), ActorGroup
 
 
 def verify(store: Any, meta: KVBatchMeta, out: KVBatchMeta, lengths: list[int], seq: int,

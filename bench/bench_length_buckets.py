@@ -18,11 +18,13 @@ import json
 
 import torch
 
+from rl.config import DataConfig, TaskConfig
 from rl.envs import make_env
 from rl.generation import generate, row_seeds
 from rl.generation.length_buckets import decode_in_groups
 from rl.metrics.padding import decoded_slots, padding_fractions
 from rl.models import build_model, encode_prompts
+from rl.recipe.read import build
 from rl.tokenizer import load_tokenizer
 
 DATA = {"train": {"path": "word_math", "split": "train"}, "validation": None, "prompt_key": "problem",
@@ -40,7 +42,7 @@ def main() -> None:
     tok = load_tokenizer(None, model_path="tiny_qwen3_5_moe")
     model = build_model({"family": "qwen3_5_moe", "path": "tiny_qwen3_5_moe", "config": {}},
                         vocab_size=len(tok), seed=SEED)
-    env = make_env({"name": "math", "params": {}}, data=DATA, tokenizer=tok)
+    env = make_env(TaskConfig(name="math", params={}), data=build(DataConfig, DATA, "data"), tokenizer=tok)
 
     def run(prompt_ids, **kwargs):
         return generate(model, prompt_ids, max_new_tokens=NEW_TOKENS, temperature=1.0, eos_token_id=tok.eos_token_id,

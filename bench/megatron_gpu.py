@@ -144,7 +144,7 @@ def main() -> None:
     dist.init_process_group("nccl")
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
-    from rl.config import OptimizerConfig, ParallelConfig
+    from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
     from rl.metrics.mfu import device_class, mfu, theoretical_tflops
     from rl.models import token_logprobs
     from rl.models.flops import total_flops
@@ -154,11 +154,12 @@ def main() -> None:
     hf, weights = hf_weights(cfg, vocab)
     t0 = time.perf_counter()
     backend = get_backend("megatron")(
-        model_cfg=cfg, vocab_size=vocab, micro_batch_size=args.mbs, weights=weights, seed=0,
-        optimizer_cfg=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=ParallelConfig(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp), precision=args.precision,
-        distributed_optimizer=args.distributed_optimizer, compile=args.compile_layers,
-        activation_checkpointing=args.activation_checkpointing, logprob_micro_batch_size=args.logprob_mbs)
+        model=ModelConfig(**cfg), vocab_size=vocab, weights=weights, seed=0, policy=PolicyConfig(
+            backend="megatron", micro_batch_size=args.mbs, logprob_batch_size=args.logprob_mbs,
+            optimizer=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
+            parallel=ParallelConfig(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp),
+            precision=args.precision, distributed_optimizer=args.distributed_optimizer, compile=args.compile_layers,
+            activation_checkpointing=args.activation_checkpointing))
     build_s = time.perf_counter() - t0
     data = batch(args.rows * backend.dp_size, args.seq, vocab, seed=1)
     share = slice(backend.dp_rank * args.rows, (backend.dp_rank + 1) * args.rows)
@@ -222,7 +223,7 @@ def main() -> None:
                   gpus=world, tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp,
                   sp=args.sp, dp=backend.dp_size,
                   precision=args.precision, distributed_optimizer=args.distributed_optimizer,
-                  rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, logprob_mbs=backend.logprob_micro_batch_size,
+                  rows_per_dp=args.rows, seq=args.seq, mbs=args.mbs, logprob_mbs=backend.logprob_batch_size,
                   build_s=round(build_s, 2),
                   compile_layers=args.compile_layers, gdn_compile=args.gdn_compile,
                   activation_checkpointing=args.activation_checkpointing,

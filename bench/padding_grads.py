@@ -107,7 +107,7 @@ def main() -> None:
     dist.init_process_group("nccl" if cuda else "gloo")
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
-    from rl.config import OptimizerConfig, ParallelConfig
+    from rl.config import ModelConfig, OptimizerConfig, PolicyConfig
     from rl.models import build_model
 
     still = OptimizerConfig(lr=0.0, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=None)
@@ -115,9 +115,9 @@ def main() -> None:
         cfg = twin_config(layers)
         weights = build_model(cfg, vocab_size=VOCAB, seed=0).state_dict()
         for precision in args.precision:
-            backend = get_backend("megatron")(model_cfg=cfg, vocab_size=VOCAB, optimizer_cfg=still,
-                                              micro_batch_size=8, weights=weights, seed=0,
-                                              parallel=ParallelConfig(), precision=precision)
+            policy = PolicyConfig(backend="megatron", optimizer=still, micro_batch_size=8, precision=precision)
+            backend = get_backend("megatron")(model=ModelConfig(**cfg), policy=policy, vocab_size=VOCAB,
+                                              weights=weights, seed=0)
             for name in args.batches:
                 lengths, prompt = BATCHES[name]
                 row = {"device": torch.cuda.get_device_name() if cuda else "cpu", "layers": layers,

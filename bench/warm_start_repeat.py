@@ -26,11 +26,11 @@ def main() -> None:
     cfg = parse_config(yaml.safe_load(open(sys.argv[1])))
     seed, device = int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "cuda"
     tokenizer = load_tokenizer(cfg.model.tokenizer, model_path=cfg.model.path)
-    env = make_env({"name": cfg.task.name, "params": cfg.task.params}, data=asdict(cfg.data), tokenizer=tokenizer)
+    env = make_env(cfg.task, data=cfg.data, tokenizer=tokenizer)
     runs = []
     for _ in range(2):
         model = build_model(asdict(cfg.model), vocab_size=len(tokenizer), seed=seed)
-        info = warm_start(model, tokenizer, env, asdict(cfg.algorithm.warm_start), seed=seed,
+        info = warm_start(model, tokenizer, env, cfg.algorithm.warm_start, seed=seed,
                           cache_dir=tempfile.mkdtemp(), device=device)
         runs.append((info, model.state_dict()))
     (a, wa), (b, wb) = runs

@@ -43,6 +43,8 @@ __all__ = [
     "WarmStartConfig",
     "load_config",
     "parse_config",
+    "read_recipe",
+    "resolved_config",
 ]
 
 
@@ -601,10 +603,20 @@ def parse_config(data: dict[str, Any]) -> RunConfig:
     return build(RunConfig, data, "")
 
 
-def load_config(path: str | Path) -> RunConfig:
-    """Read a resolved recipe YAML file."""
+def read_recipe(path: str | Path) -> Any:
+    """A resolved recipe YAML file as read, its pass-through env entries not yet resolved."""
     with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+        return yaml.safe_load(fh)
+
+
+def resolved_config(data: Any) -> RunConfig:
+    """`parse_config` of a recipe as read, its pass-through env entries taken from this process's
+    environment (rl/secret_env.py)."""
     if isinstance(data, dict):
         data = secret_env.resolve_recipe(data, os.environ)
     return parse_config(data)
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read a resolved recipe YAML file."""
+    return resolved_config(read_recipe(path))

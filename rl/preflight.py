@@ -46,7 +46,7 @@ from rl.config import RunConfig, parse_config
 from rl.generation.decode_mode import fp32_experts, resolve_decode
 from rl.placement import is_gpu, plan_placement
 
-__all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_file", "import_refusals", "importable",
+__all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_config", "check_file", "import_refusals", "importable",
            "machine_refusals", "main",
            "static_refusals", "visible_capacity"]
 
@@ -270,13 +270,18 @@ def _data_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
 def needs(data: dict[str, Any]) -> list[str]:
     """What a run of the recipe reads besides the engine: the checkpoint (and the files it must
     hold) and the datasets, one line each, whether or not this machine has them."""
-    from rl.model_source import NEEDED, is_hub_id
-    from rl.prompt_data import SourceKind, source_kind
-
     try:
         cfg = parse_config(data)
     except ValueError:
         return []
+    return config_needs(cfg)
+
+
+def config_needs(cfg: RunConfig) -> list[str]:
+    """`needs` of a parsed recipe."""
+    from rl.model_source import NEEDED, is_hub_id
+    from rl.prompt_data import SourceKind, source_kind
+
     out = []
     if cfg.model.path:
         where = "Hugging Face Hub id, read from the local cache" if is_hub_id(cfg.model.path) else "checkpoint"
@@ -307,6 +312,11 @@ def static_refusals(data: dict[str, Any]) -> list[str]:
         cfg = parse_config(data)
     except ValueError as error:
         return [_one_line(error)]
+    return config_static_refusals(cfg)
+
+
+def config_static_refusals(cfg: RunConfig) -> list[str]:
+    """`static_refusals` of a parsed recipe (parsing is the first static check)."""
     return [*_model_refusals(cfg, machine=False), *_teacher_refusals(cfg, machine=False), *_policy_refusals(cfg),
             *_loss_refusals(cfg), *_generation_refusals(cfg), *_data_refusals(cfg, machine=False),
             *_cluster_refusals(cfg)]
@@ -314,7 +324,11 @@ def static_refusals(data: dict[str, Any]) -> list[str]:
 
 def machine_refusals(data: dict[str, Any]) -> list[str]:
     """Refusals on this machine only (a recipe with static refusals gets no machine answer)."""
-    cfg = parse_config(data)
+    return config_machine_refusals(parse_config(data))
+
+
+def config_machine_refusals(cfg: RunConfig) -> list[str]:
+    """`machine_refusals` of a parsed recipe."""
     out = []
     placement = plan_placement(device=cfg.cluster.device, world_size=cfg.world_size,
                                colocated=cfg.generation.colocated, nodes=cfg.cluster.nodes,
@@ -415,15 +429,25 @@ def _one_line(error: BaseException, *, prefix: str = "") -> str:
 
 
 def check_file(path: str, *, machine: bool) -> dict[str, list[str]]:
-    """The static and (with `machine`) machine refusals of one resolved recipe file."""
+    """The static and (with `machine`) machine refusals of one resolved recipe file, read and
+    parsed once."""
     try:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)
     except (OSError, yaml.YAMLError) as error:
         return {"static": [f"recipe: cannot read {path}: {_one_line(error)}"], "machine": [], "needs": []}
-    static = static_refusals(data)
-    return {"static": static, "machine": machine_refusals(data) if machine and not static else [],
-            "needs": needs(data) if not static else []}
+    try:
+        cfg = parse_config(data)
+    except ValueError as error:
+        return {"static": [_one_line(error)], "machine": [], "needs": []}
+    return check_config(cfg, machine=machine)
+
+
+def check_config(cfg: RunConfig, *, machine: bool) -> dict[str, list[str]]:
+    """`check_file` of a parsed recipe: what the engine asks of the `RunConfig` it will run."""
+    static = config_static_refusals(cfg)
+    return {"static": static, "machine": config_machine_refusals(cfg) if machine and not static else [],
+            "needs": config_needs(cfg) if not static else []}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from rl import checkpoint, faults, secret_env
-from rl.config import ROLES, RunConfig, load_config
-from rl.preflight import check_file
+from rl.config import ROLES, ModelConfig, RunConfig, read_recipe, resolved_config
+from rl.preflight import check_config
 from rl.runlog import METRICS, STATUS, RunLog, read_jsonl, write_json_atomic
 from rl.worker_errors import DeadWorkerError, WorkerTimeoutError
 
@@ -213,7 +213,12 @@ class Engine:
         from rl.placement import plan_placement
         from rl.tokenizer import load_tokenizer
         from rl.warm_start import warm_start
-        from rl.workers import GenerationWorker, PolicyWorker
+        from rl.workers.build import (
+            setup_generation_workers,
+            setup_policy_workers,
+            spawn_generation_workers,
+            spawn_policy_workers,
+        )
         from rl.workers.group import PolicyGroup
 
         cfg, alg = self.cfg, self.cfg.algorithm
@@ -231,33 +236,28 @@ class Engine:
                                       num_gpus=placement.num_gpus, withhold=self.hidden_env)
         _catch_signals()  # ray.init installs its own handlers; ours win
         tokenizer = load_tokenizer(cfg.model.tokenizer, model_path=cfg.model.path)
-        env = make_env({"name": cfg.task.name, "params": cfg.task.params},
-                       data=asdict(cfg.data), tokenizer=tokenizer)
+        env = make_env(cfg.task, data=cfg.data, tokenizer=tokenizer)
         self.plane = plane.open(cfg.data_plane, group_size=alg.generations_per_prompt)
         self.cluster = cluster = Cluster(placement=placement, env_vars={r: cfg.worker_env(r) for r in ROLES},
                                          secret_names=frozenset(self.hidden_env))
-        ranks = [cluster.spawn(PolicyWorker, slot=placement.policy[r], name=f"policy-{r}", role="policy",
-                               rank=r, world_size=world, data_plane=self.plane.worker_client, device=device)
-                 for r in range(world)]
+        ranks = spawn_policy_workers(cluster, placement, world_size=world, data_plane=self.plane.worker_client,
+                                     device=device)
         decode = resolve_decode(cfg.generation.decode, gpu=placement.gpu,
                                 fp32_experts=fp32_experts(cfg.model.family, cfg.policy.precision))
-        gens = [] if distill else [
-            cluster.spawn(GenerationWorker, slot=slot, name=f"generation-{i}", role="generation", rank=i,
-                          device=device, precision=cfg.policy.precision, decode=decode,
-                          decode_slots=cfg.generation.decode_slots)
-            for i, slot in enumerate(placement.generation)]
+        gens = [] if distill else spawn_generation_workers(cluster, placement, cfg.generation,
+                                                            precision=cfg.policy.precision, decode=decode,
+                                                            device=device)
         workers = [*ranks, *gens]
 
         # While the actors boot, build (and warm-start) the initial weights here, unless every
         # worker reads its own from model.path (`shard_reads`).
-        model_cfg = asdict(cfg.model)
-        self._model_cfg = model_cfg
+        vocab_size = len(tokenizer)
         shard_reads = self.shard_reads(cfg, resume=self.ckpt is not None)
         if shard_reads:
-            model, config = None, _path_config(model_cfg, len(tokenizer))
+            model, config = None, _path_config(cfg.model, vocab_size)
             log.info("weights: every worker reads its own from model.path (megatron: its shards only)")
         else:
-            model = build_model(model_cfg, vocab_size=len(tokenizer), seed=alg.seed)
+            model = build_model(asdict(cfg.model), vocab_size=vocab_size, seed=alg.seed)
             config = model.config
         # HF-format checkpoints (checkpoint.hf_format) save through the driver's model and tokenizer.
         self.model, self.tokenizer = (model if cfg.checkpoint.hf_format else None), tokenizer
@@ -266,7 +266,7 @@ class Engine:
         elif self.ckpt is None:
             if alg.warm_start.steps:
                 _phase(f"warm start (up to {alg.warm_start.steps} steps, or its cached result)")
-            info = warm_start(model, tokenizer, env, asdict(alg.warm_start), seed=alg.seed, device=device)
+            info = warm_start(model, tokenizer, env, alg.warm_start, seed=alg.seed, device=device)
             log.info("warm start: %s", info)
             weights = model.state_dict()
         else:
@@ -274,21 +274,12 @@ class Engine:
         weights_ref = ray.put(weights) if weights is not None else None
         teacher = self._teacher(tokenizer, env, device) if distill else None
         master = cluster.call([ranks[0]], "rendezvous_address")[0]
-        backend_kwargs = {"model_cfg": model_cfg, "vocab_size": len(tokenizer), "seed": alg.seed,
-                          "optimizer_cfg": cfg.policy.optimizer,
-                          "micro_batch_size": cfg.policy.micro_batch_size,
-                          "logprob_micro_batch_size": cfg.policy.logprob_batch_size,
-                          "parallel": cfg.policy.parallel, "precision": cfg.policy.precision,
-                          "distributed_optimizer": cfg.policy.distributed_optimizer,
-                          "compile": cfg.policy.compile,
-                          "activation_checkpointing": cfg.policy.activation_checkpointing,
-                          "sequence_packing": cfg.policy.sequence_packing}
         teacher_ref = ray.put(teacher["spec"]) if teacher else None
         _phase("setting up the workers (model, optimizer, generator)")
-        refs = [h.actor.setup.remote(master=master, backend=cfg.policy.backend, backend_kwargs=backend_kwargs,
-                                     weights=weights_ref, teacher=teacher_ref) for h in ranks]
-        refs += [gen.actor.setup.remote(model_cfg=model_cfg, vocab_size=len(tokenizer), seed=alg.seed,
-                                        weights=weights_ref) for gen in gens]
+        refs = setup_policy_workers(ranks, master=master, model=cfg.model, policy=cfg.policy, vocab_size=vocab_size,
+                                    seed=alg.seed, weights=weights_ref, teacher=teacher_ref)
+        refs += setup_generation_workers(gens, model=cfg.model, vocab_size=vocab_size, seed=alg.seed,
+                                         weights=weights_ref)
         topology = cluster.get(refs, [h.name for h in workers], timeout_s=300)[:world]
         self.policy = PolicyGroup(cluster=cluster, ranks=ranks, flops_cfg=config,
                                   device=cfg.cluster.device, num_ranks=world,
@@ -357,7 +348,7 @@ class Engine:
         tokenizer = load_tokenizer(t.tokenizer)
         model_cfg = {"family": t.family, "modality": "text", "path": t.path, "config": dict(t.config)}
         model = build_model(model_cfg, vocab_size=len(tokenizer), seed=cfg.algorithm.seed)
-        info = warm_start(model, tokenizer, env, asdict(t.warm_start), seed=cfg.algorithm.seed, device=device)
+        info = warm_start(model, tokenizer, env, t.warm_start, seed=cfg.algorithm.seed, device=device)
         log.info("teacher warm start: %s", info)
         projection = build_projection(student_tokenizer, tokenizer, topk=cfg.algorithm.distill.projection_topk)
         spec = TeacherSpec(model_cfg=model_cfg, vocab_size=len(tokenizer), weights=model.state_dict(),
@@ -489,7 +480,8 @@ class Engine:
             if self.model is None:  # shard_reads: the driver builds its HF model at the first HF save
                 from rl.models import build_model
 
-                self.model = build_model(self._model_cfg, vocab_size=len(self.tokenizer), seed=self.cfg.algorithm.seed)
+                self.model = build_model(asdict(self.cfg.model), vocab_size=len(self.tokenizer),
+                                         seed=self.cfg.algorithm.seed)
             save_hf(self.model, self.tokenizer, state["policy"], path / "hf")
         if faults.at("checkpoint_corrupt", step):
             faults.garble(path / "tensors.pt")
@@ -511,16 +503,16 @@ class Engine:
             shutil.rmtree(self.ray_temp_dir, ignore_errors=True)
 
 
-def _path_config(model_cfg: dict, vocab_size: int) -> Any:
+def _path_config(model: ModelConfig, vocab_size: int) -> Any:
     """The HF config of the model at `model.path` (what `build_model(...).config` would be),
     read from config.json alone: no weights."""
-    if model_cfg.get("modality", "text") == "vision":
+    if model.modality == "vision":
         from rl.models.vision import vl_config
 
-        return vl_config(model_cfg, vocab_size)
+        return vl_config(asdict(model), vocab_size)
     from rl.models.qwen3_5 import text_config
 
-    return text_config(model_cfg, vocab_size)
+    return text_config(asdict(model), vocab_size)
 
 
 def save_hf(model: Any, tokenizer: Any, weights: dict, out: Path) -> None:
@@ -547,14 +539,15 @@ def main(argv: list[str] | None = None) -> int:
     secret_env.take_env_file(os.environ)  # a Ray job's env values (harness/launch/ray_job.py), before any read
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     run_dir = Path(args.out)
-    try:
-        cfg = load_config(args.recipe)
-        hidden_env = _hidden_env(args.recipe)
+    try:  # read and parsed once: the preflight asks of the RunConfig this run runs
+        data = read_recipe(args.recipe)
+        cfg = resolved_config(data)
+        hidden_env = _hidden_env(data)
     except (ValueError, OSError) as exc:
         return _config_error(run_dir, f"bad recipe {args.recipe}: {exc}")
     except Exception as exc:  # noqa: BLE001 - e.g. a YAML syntax error
         return _config_error(run_dir, f"cannot read recipe {args.recipe}: {type(exc).__name__}: {exc}")
-    answer = check_file(args.recipe, machine=True)  # the harness asked already; a run by hand asks here
+    answer = check_config(cfg, machine=True)  # the harness asked already; a run by hand asks here
     refused = answer["static"] + answer["machine"]
     if refused:
         return _config_error(run_dir, f"refused {args.recipe}: " + "; ".join(refused))
@@ -568,12 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     return run(cfg, run_dir, resume=args.resume, hidden_env=hidden_env)
 
 
-def _hidden_env(path: str) -> list[str]:
+def _hidden_env(data: Any) -> list[str]:
     """The names env.json writes <redacted>: each env mapping's pass-through entries (rl/secret_env.py)."""
-    import yaml
-
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
     scopes = secret_env.scopes(data) if isinstance(data, dict) else []
     return sorted({name for _, env in scopes for name in secret_env.hidden_names(env)})
 

@@ -44,7 +44,6 @@ from rl.config import WarmStartConfig
 from rl.envs.registry import Env, Problem
 from rl.models.image_inputs import ImageLayout, prompt_rows
 from rl.models.logprobs import token_logprobs
-from rl.recipe.read import build
 
 CACHE_FORMAT = 1  # bump when the training procedure changes, to invalidate old entries
 GRAD_CLIP = 1.0
@@ -163,13 +162,14 @@ def warm_start(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     env: Env,
-    cfg: dict,
+    cfg: WarmStartConfig,
     *,
     seed: int,
     cache_dir: Path | None = None,
     device: str = "cpu",
 ) -> dict:
-    """Train `model` in place on supervised answers, or load the cached result of the same run.
+    """Train `model` in place on supervised answers (`cfg`: `algorithm.warm_start` or
+    `teacher.warm_start`), or load the cached result of the same run.
 
     `device`: where to train ("cuda" for a GPU run: the driver's own GPU 0, briefly; also where
     the Hugging Face model's fla kernels, when installed, can run). The model ends on the CPU.
@@ -179,20 +179,19 @@ def warm_start(
          trained (fewer than configured when stop_at_loss ended it), "seconds": wall time of
          this call, "path": the cache file or None}.
     """
-    ws = build(WarmStartConfig, cfg, "algorithm.warm_start")
     start = time.perf_counter()
-    if ws.steps == 0:
+    if cfg.steps == 0:
         return {"cached": False, "loss": None, "steps": 0, "seconds": 0.0, "path": None}
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    path = cache_dir / f"{cache_key(model, tokenizer, env, ws, seed, device)}.pt"
+    path = cache_dir / f"{cache_key(model, tokenizer, env, cfg, seed, device)}.pt"
     if path.is_file():
         entry = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(entry["state_dict"])
         model.eval()
-        return {"cached": True, "loss": entry["loss"], "steps": entry.get("steps", ws.steps),
+        return {"cached": True, "loss": entry["loss"], "steps": entry.get("steps", cfg.steps),
                 "seconds": time.perf_counter() - start, "path": str(path)}
     with _deterministic(device):
-        loss, steps = _train(model.to(device), tokenizer, env, ws, seed)
+        loss, steps = _train(model.to(device), tokenizer, env, cfg, seed)
     model.to("cpu")
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -27,7 +28,7 @@ from rl.backends import register
 from rl.backends.offload import state_tensors
 from rl.backends.torch_rules import TorchRules
 from rl.backends.train_step import Forward, PrevLogprobs, backward_micro_batch, forwards, schedule_lr, train_fields
-from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
+from rl.config import ModelConfig, PolicyConfig, SequencePackingConfig
 from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
 from rl.models.packed_forward import packed_token_logprobs
@@ -54,53 +55,45 @@ def _token_logprobs(model: torch.nn.Module, mb: dict[str, torch.Tensor], packing
 
 @register("torch")
 class TorchBackend:
-    """Policy + reference + optimizer on one data-parallel rank.
+    """Policy + reference + optimizer on one data-parallel rank, built from the recipe's sections.
 
     Args:
-        model_cfg: the recipe's `model` section as a dict (what `rl.models.build_model` takes).
+        model: the recipe's `model` section.
+        policy: the recipe's `policy` section: `micro_batch_size` rows per training forward,
+            `logprob_batch_size` per log-prob forward (None: `micro_batch_size`; no activations
+            are kept there, so it can be larger), `optimizer`, `sequence_packing` (the passes
+            forward packed rows, rl/models/packed_forward.py); this backend runs data parallel in
+            fp32 only and refuses the other layout and precision keys.
         vocab_size: the tokenizer's vocabulary size.
-        optimizer_cfg: the recipe's `policy.optimizer` section (`rl.config.OptimizerConfig`).
-        micro_batch_size: rows per training forward.
-        logprob_micro_batch_size: rows per log-prob forward (`policy.logprob_batch_size`; None:
-            `micro_batch_size`). No activations are kept there, so it can be larger.
-        weights: initial policy weights (the warm-started state dict); also the reference.
         seed: model construction seed (weights are replaced by `weights` anyway).
-        parallel, precision, distributed_optimizer: the recipe's `policy` fields (`parallel` an
-            `rl.config.ParallelConfig`, None: the default); this backend
-            runs data parallel in fp32 only and refuses anything else.
-        sequence_packing: `policy.sequence_packing` (None: off): the log-prob and training
-            passes forward packed rows (rl/models/packed_forward.py).
+        weights: initial policy weights (the warm-started state dict); also the reference.
         device: "cpu" or "cuda" (the worker's one visible GPU). On CUDA the kernels are set
             deterministic, so the legacy and TQ data paths still give the same bits.
     """
 
-    def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig,
-                 micro_batch_size: int, weights: dict[str, torch.Tensor], seed: int,
-                 parallel: ParallelConfig | None = None, precision: str = "fp32",
-                 distributed_optimizer: bool = False, device: str = "cpu", compile: bool = False,
-                 activation_checkpointing: bool = False,
-                 sequence_packing: SequencePackingConfig | None = None,
-                 logprob_micro_batch_size: int | None = None) -> None:
-        refused = TorchRules().policy_refusals(parallel=parallel or ParallelConfig(), precision=precision,
-                                               distributed_optimizer=distributed_optimizer, compile=compile)
+    def __init__(self, *, model: ModelConfig, policy: PolicyConfig, vocab_size: int, seed: int,
+                 weights: dict[str, torch.Tensor], device: str = "cpu") -> None:
+        refused = TorchRules().policy_refusals(parallel=policy.parallel, precision=policy.precision,
+                                               distributed_optimizer=policy.distributed_optimizer,
+                                               compile=policy.compile)
         if refused:  # the preflight refused it before launch; a backend built by hand refuses it here
             raise ValueError(refused[0])
         self.device = torch.device(device)
         if self.device.type == "cuda":
             torch.use_deterministic_algorithms(True, warn_only=True)
-        self.model = build_model(model_cfg, vocab_size=vocab_size, seed=seed)
+        self.model = build_model(asdict(model), vocab_size=vocab_size, seed=seed)
         self.model.load_state_dict(weights)
         self.model.to(self.device)
         for param in self.model.parameters():  # a checkpoint's tensors mapped from its file (CPU): own them,
             if not param.untyped_storage().resizable():  # so offload can free them in place
                 param.data = param.data.clone()
         self.reference = copy.deepcopy(self.model).requires_grad_(False)
-        if activation_checkpointing:  # the policy only: the reference never runs a backward
+        if policy.activation_checkpointing:  # the policy only: the reference never runs a backward
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.micro_batch_size = micro_batch_size
-        self.logprob_micro_batch_size = logprob_micro_batch_size or micro_batch_size
-        self.optimizer_cfg = optimizer_cfg
-        self.packing = sequence_packing if sequence_packing is not None else SequencePackingConfig()
+        self.micro_batch_size = policy.micro_batch_size
+        self.logprob_batch_size = policy.logprob_batch_size or policy.micro_batch_size
+        self.optimizer_cfg = optimizer_cfg = policy.optimizer
+        self.packing = policy.sequence_packing
         self.grad_clip = optimizer_cfg.grad_clip
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=optimizer_cfg.lr, betas=tuple(optimizer_cfg.betas),
@@ -137,7 +130,7 @@ class TorchBackend:
         if unknown:
             raise DataIntegrityError(f"unknown image columns {sorted(unknown)}")
         columns = {"input_ids": input_ids, "attention_mask": attention_mask, **images}
-        for mb, rows, packing in self._forwards(columns, self.logprob_micro_batch_size):
+        for mb, rows, packing in self._forwards(columns, self.logprob_batch_size):
             out[rows] = _token_logprobs(model, mb, packing, tuple(images))[:len(rows)].cpu()
         return out
 

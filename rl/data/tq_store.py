@@ -42,11 +42,11 @@ CONTROLLER_NAME = "TransferQueueController"
 CONTROLLER_NAMESPACE = "transfer_queue"
 
 
-def tq_conf(*, num_storage_units: int = 1, total_storage_size: int | None = None) -> dict:
+def tq_conf(*, num_storage_units: int = 1) -> dict:
     """The `tq.init` overrides we use: one storage unit by default (two hang on 2 CPUs)."""
     if num_storage_units < 1:
         raise ValueError(f"data_plane.tq.num_storage_units must be >= 1, got {num_storage_units}")
-    simple = {"num_data_storage_units": num_storage_units, "total_storage_size": total_storage_size}
+    simple = {"num_data_storage_units": num_storage_units, "total_storage_size": None}
     return {"backend": {"storage_backend": "SimpleStorage", "SimpleStorage": simple}}
 
 

@@ -1,4 +1,4 @@
-"""Verifiable tasks, one file each, registered by name: `make_env(recipe["task"])`."""
+"""Verifiable tasks, one file each, registered by name: `make_env(cfg.task)`."""
 
 from rl.envs import arith as _arith  # noqa: F401  (registers "arith")
 from rl.envs import counting as _counting  # noqa: F401  (registers "counting")

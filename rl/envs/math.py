@@ -18,10 +18,13 @@ import json
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rl.envs.registry import Problem, register_dataset_env
 from rl.prompt_data import load_rows
+
+if TYPE_CHECKING:
+    from rl.config import DataConfig
 
 __all__ = ["MathEnv", "boxed", "verify_answer"]
 
@@ -51,13 +54,13 @@ def verify_answer(answer: str, completion: str) -> bool:
 class MathEnv:
     train: list[tuple[str, str]]
     validation: list[tuple[str, str]]
-    data: dict[str, Any]
+    data: DataConfig
     tokenizer: Any = None
     name: str = "math"
     _digest: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
-        if self.data.get("chat_template") and getattr(self.tokenizer, "chat_template", None) is None:
+        if self.data.chat_template and getattr(self.tokenizer, "chat_template", None) is None:
             raise ValueError("data.chat_template: the tokenizer has no chat template "
                              "(model.tokenizer: null takes the checkpoint's)")
         rows = json.dumps([self.train, self.validation]).encode()
@@ -67,11 +70,11 @@ class MathEnv:
     def spec(self) -> dict:
         """Task identity (warm-start cache keys): the data settings and a digest of the rows."""
         keys = ("prompt_template", "chat_template", "shuffle")
-        return {"name": self.name, "params": {**{k: self.data[k] for k in keys}, "rows_sha256": self._digest}}
+        return {"name": self.name, "params": {**{k: getattr(self.data, k) for k in keys}, "rows_sha256": self._digest}}
 
     def render(self, prompt: str) -> str:
-        text = self.data["prompt_template"].replace("{prompt}", prompt)
-        if self.data["chat_template"]:
+        text = self.data.prompt_template.replace("{prompt}", prompt)
+        if self.data.chat_template:
             text = self.tokenizer.apply_chat_template([{"role": "user", "content": text}],
                                                       add_generation_prompt=True, tokenize=False)
         return text
@@ -81,7 +84,7 @@ class MathEnv:
 
     def _order(self, stream: str, seed: int, epoch: int) -> list[int]:
         order = list(range(len(self.train)))
-        if self.data["shuffle"]:
+        if self.data.shuffle:
             random.Random(f"math:{stream}:{seed}:{epoch}").shuffle(order)
         return order
 
@@ -97,7 +100,7 @@ class MathEnv:
 
     def validation_problems(self) -> list[Problem]:
         """The validation split in file order, at most `val_max_samples` of it."""
-        limit = self.data["val_max_samples"] or len(self.validation)
+        limit = self.data.val_max_samples or len(self.validation)
         return [self._problem(row) for row in self.validation[:limit]]
 
     def score(self, problem: Problem, completion: str) -> float:
@@ -105,12 +108,12 @@ class MathEnv:
 
 
 @register_dataset_env("math")
-def make_math(params: dict, data: dict, tokenizer: Any) -> MathEnv:
+def make_math(params: dict, data: DataConfig, tokenizer: Any) -> MathEnv:
     if params:
         raise ValueError(f"task.params.{sorted(params)[0]}: the math task takes no parameters "
                          "(its data settings live under data:)")
-    keys = {"prompt_key": data["prompt_key"], "answer_key": data["answer_key"]}
-    train = load_rows(data["train"]["path"], data["train"].get("split"), key="data.train", **keys)
-    val = data.get("validation")
-    validation = load_rows(val["path"], val.get("split"), key="data.validation", **keys) if val else []
+    keys = {"prompt_key": data.prompt_key, "answer_key": data.answer_key}
+    train = load_rows(data.train.path, data.train.split, key="data.train", **keys)
+    val = data.validation
+    validation = load_rows(val.path, val.split, key="data.validation", **keys) if val else []
     return MathEnv(train=train, validation=validation, data=data, tokenizer=tokenizer)

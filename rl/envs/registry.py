@@ -7,7 +7,10 @@ from the recipe's `task.params`; a name registered twice is an error.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+if TYPE_CHECKING:
+    from rl.config import DataConfig, TaskConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,13 +73,13 @@ def register_env(name: str, *, reads_eos: bool = True) -> Callable[[EnvFactory],
 
 
 # Tasks whose problems come from the recipe's `data:` section: factory(params, data, tokenizer).
-DATASET_ENVS: dict[str, Callable[[dict, dict, Any], Env]] = {}
+DATASET_ENVS: dict[str, Callable[[dict, DataConfig, Any], Env]] = {}
 
 
 def register_dataset_env(name: str) -> Callable:
     """Decorator registering `factory(params, data, tokenizer) -> Env` under `name`."""
 
-    def deco(factory: Callable[[dict, dict, Any], Env]) -> Callable[[dict, dict, Any], Env]:
+    def deco(factory: Callable[[dict, DataConfig, Any], Env]) -> Callable[[dict, DataConfig, Any], Env]:
         if name in ENVS or name in DATASET_ENVS:
             raise ValueError(f"task {name!r} is already registered")
         DATASET_ENVS[name] = factory
@@ -85,17 +88,13 @@ def register_dataset_env(name: str) -> Callable:
     return deco
 
 
-def make_env(task_cfg: dict, *, data: dict | None = None, tokenizer: Any = None) -> Env:
-    """Build the recipe's task from its `task` section: {name, params}; a dataset task also
-    takes the recipe's `data` section and the tokenizer (for its chat template)."""
-    name = task_cfg.get("name")
-    if name not in ENVS and name not in DATASET_ENVS:
-        raise ValueError(f"task.name: unknown task {name!r}; known: {sorted([*ENVS, *DATASET_ENVS])}")
-    params = task_cfg.get("params") or {}
-    if not isinstance(params, dict):
-        raise ValueError(f"task.params: expected a mapping, got {type(params).__name__}")
-    if name in DATASET_ENVS:
-        if not data or not data.get("train"):
-            raise ValueError(f"data.train: task {name!r} reads its problems from a dataset; name one")
-        return DATASET_ENVS[name](dict(params), data, tokenizer)
-    return ENVS[name](dict(params))
+def make_env(task: TaskConfig, *, data: DataConfig | None = None, tokenizer: Any = None) -> Env:
+    """Build the recipe's task from its `task` section; a dataset task also takes the recipe's
+    `data` section and the tokenizer (for its chat template)."""
+    if task.name not in ENVS and task.name not in DATASET_ENVS:
+        raise ValueError(f"task.name: unknown task {task.name!r}; known: {sorted([*ENVS, *DATASET_ENVS])}")
+    if task.name in DATASET_ENVS:
+        if data is None or data.train is None:
+            raise ValueError(f"data.train: task {task.name!r} reads its problems from a dataset; name one")
+        return DATASET_ENVS[task.name](dict(task.params), data, tokenizer)
+    return ENVS[task.name](dict(task.params))

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import torch
 
 from rl import refit
+from rl.config import ModelConfig
 from rl.generation import generate
 from rl.generation.decode_attention import use_grouped_decode_attention
 from rl.generation.fused_projections import fuse_projections
@@ -54,12 +56,13 @@ class GenerationWorker(WorkerBase):
         self.channel: RefitChannel | None = None
         self._refit_seen: set[str] = set()  # the weights a streamed refit has copied so far
 
-    def setup(self, *, model_cfg: dict, vocab_size: int, seed: int, weights: dict[str, torch.Tensor] | None) -> None:
-        """Build the generation model; `weights` None: keep the checkpoint at `model.path` as
-        `build_model` loaded it (the driver did not load it: rl/run.py `shard_reads`)."""
-        if weights is None and not model_cfg.get("path"):
+    def setup(self, *, model: ModelConfig, vocab_size: int, seed: int, weights: dict[str, torch.Tensor] | None) -> None:
+        """Build the generation model from the recipe's `model` section; `weights` None: keep the
+        checkpoint at `model.path` as `build_model` loaded it (the driver did not load it: rl/run.py
+        `shard_reads`)."""
+        if weights is None and not model.path:
             raise ValueError(f"{self.name}: no weights given and model.path is not set")
-        self.model = build_model(model_cfg, vocab_size=vocab_size, seed=seed)
+        self.model = build_model(asdict(model), vocab_size=vocab_size, seed=seed)
         if weights is not None:
             self.model.load_state_dict(weights)
         self.model.to(device=self.device, dtype=self.dtype)

@@ -30,6 +30,7 @@ from rl.backends import get_backend
 from rl.backends.offload import HostOffload
 from rl.backends.rules import backend_rules
 from rl.backends.train_step import train_fields
+from rl.config import ModelConfig, PolicyConfig
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.data.plane import RankRows
 from rl.models.image_inputs import IMAGE_FIELDS
@@ -82,21 +83,21 @@ class PolicyWorker(WorkerBase):
         """Rank 0's host and a free port for the process group's TCP store."""
         return self.host_ip(), free_port("")
 
-    def setup(self, *, master: tuple[str, int], backend: str, backend_kwargs: dict[str, Any],
-              weights: dict[str, torch.Tensor] | None, teacher: Any = None) -> dict[str, Any]:
-        """Join the process group, build the backend from `weights` (also the reference; None:
-        the megatron backend reads this rank's shards from `model.path`) and,
-        for distillation, the frozen teacher (`rl.distill.step.TeacherSpec`); return this rank's
-        place in the data-parallel layout."""
+    def setup(self, *, master: tuple[str, int], model: ModelConfig, policy: PolicyConfig, vocab_size: int,
+              seed: int, weights: dict[str, torch.Tensor] | None, teacher: Any = None) -> dict[str, Any]:
+        """Join the process group, build `policy.backend` from the recipe's `model` and `policy`
+        sections and `weights` (also the reference; None: the megatron backend reads this rank's
+        shards from `model.path`) and, for distillation, the frozen teacher
+        (`rl.distill.step.TeacherSpec`); return this rank's place in the data-parallel layout."""
         if self.world_size > 1:
             addr, port = master
             dist.init_process_group(
                 "nccl" if self.device == "cuda" else "gloo", init_method=f"tcp://{addr}:{port}",
                 rank=self.rank, world_size=self.world_size,
                 timeout=datetime.timedelta(seconds=GLOO_TIMEOUT_S))
-        if backend_rules(backend).takes_device:
-            backend_kwargs = {**backend_kwargs, "device": self.device}
-        self.backend = get_backend(backend)(weights=weights, **backend_kwargs)
+        device = {"device": self.device} if backend_rules(policy.backend).takes_device else {}
+        self.backend = get_backend(policy.backend)(model=model, policy=policy, vocab_size=vocab_size, seed=seed,
+                                                   weights=weights, **device)
         if teacher is not None:
             self._setup_teacher(teacher)
         return {"rank": self.rank, "dp_rank": self.backend.dp_rank, "dp_size": self.backend.dp_size,

@@ -28,16 +28,16 @@ def _batch() -> dict[str, torch.Tensor]:
 def _train(backend_name: str, checkpointing: bool) -> dict:
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
-    from rl.config import OptimizerConfig, ParallelConfig
+    from rl.config import ModelConfig, OptimizerConfig, PolicyConfig
     from rl.models import build_model
 
     cfg = {"family": "qwen3_5_moe", "config": {"layer_types": LAYER_TYPES, "num_hidden_layers": len(LAYER_TYPES),
                                                "router_aux_loss_coef": 0.0}}
     backend = get_backend(backend_name)(
-        model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=2, seed=0,
+        model=ModelConfig(**cfg), vocab_size=VOCAB, seed=0,
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
-        optimizer_cfg=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=ParallelConfig(), activation_checkpointing=checkpointing)
+        policy=PolicyConfig(micro_batch_size=2, activation_checkpointing=checkpointing, optimizer=OptimizerConfig(
+            lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)))
     batch = _batch()
     own = backend.logprobs(batch["input_ids"], batch["attention_mask"])  # on-policy: ratios start at 1
     batch.update(gen_logprobs=own, prev_logprobs=own, ref_logprobs=own)

@@ -7,8 +7,10 @@ import pickle
 import pytest
 import torch
 
+from rl.config import DataPlaneConfig
 from rl.data import DataIntegrityError, KVBatchMeta, MemoryStore, MissingDataError, make_client
 from rl.data.client import split_rows, stack_rows
+from rl.recipe.read import build
 
 
 @pytest.fixture
@@ -141,18 +143,18 @@ def test_memory_store_refuses_to_travel_and_closes(store: MemoryStore) -> None:
 
 
 def test_make_client_from_recipe_section() -> None:
-    assert isinstance(make_client({"backend": "legacy"}), MemoryStore)
-    assert isinstance(make_client({"backend": "memory"}), MemoryStore)
-    with pytest.raises(
-        ValueError,
-        match=r"data_plane.backend: unknown backend 'redis'; valid: \['legacy', 'memory', 'tq'\]",
-    ):
-        make_client({"backend": "redis"})
+    assert isinstance(make_client(DataPlaneConfig(backend="legacy")), MemoryStore)
 
 
-def test_make_client_tq_rejects_unknown_keys_before_starting() -> None:
-    with pytest.raises(ValueError, match="data_plane.tq: unknown keys"):
-        make_client({"backend": "tq", "tq": {"num_storage_unit": 1}})
+def test_the_section_refuses_what_the_schema_refuses_before_a_store_starts() -> None:
+    for bad, message in [
+        ({"backend": "memory"}, r"data_plane.backend: .*'memory'"),
+        ({"backend": "redis"}, r"data_plane.backend: .*'redis'"),
+        ({"backend": "tq", "tq": {"num_storage_unit": 1}}, r"unknown recipe key 'data_plane.tq.num_storage_unit'"),
+        ({"backend": "tq", "tq": {"total_storage_size": 8}}, r"unknown recipe key 'data_plane.tq.total_storage_size'"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            build(DataPlaneConfig, bad, "data_plane")
 
 
 def test_stack_rows_rules() -> None:

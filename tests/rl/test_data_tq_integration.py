@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 
+from rl.config import DataPlaneConfig
 from rl.data import (
     BatchedDataDict,
     DataPlaneClient,
@@ -41,7 +42,7 @@ def tq_store() -> Iterator[DataPlaneClient]:
     finally:
         if address is not None:
             os.environ["RAY_ADDRESS"] = address
-    store = make_client({"backend": "tq", "tq": {"num_storage_units": 1}})
+    store = make_client(DataPlaneConfig(backend="tq"))
     try:
         yield store
     finally:

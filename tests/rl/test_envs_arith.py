@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from rl.config import TaskConfig
 from rl.envs import ENVS, Problem, make_env, register_env
 from rl.envs.arith import QUESTIONS, ArithEnv
 from rl.tokenizer import load_tokenizer
 
 
 def env(**params) -> ArithEnv:
-    return make_env({"name": "arith", "params": params})
+    return make_env(TaskConfig(name="arith", params=params))
 
 
 def prompt_chars(e: ArithEnv) -> int:
@@ -103,6 +104,6 @@ def test_param_errors_name_the_field(params: dict, field: str) -> None:
 
 def test_registry_errors() -> None:
     with pytest.raises(ValueError, match="task.name"):
-        make_env({"name": "chess", "params": {}})
+        make_env(TaskConfig(name="chess", params={}))
     with pytest.raises(ValueError, match="already registered"):
         register_env("arith")(ENVS["arith"])

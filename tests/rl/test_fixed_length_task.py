@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 
+from rl.config import TaskConfig
 from rl.envs import EOS_FREE_TASKS, make_env
 from rl.generation import generate
 from rl.models import build_model
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_prompts_have_the_set_length_and_are_a_function_of_seed_and_step() -> None:
-    env = make_env({"name": "fixed_length", "params": {"prompt_tokens": 128}})
+    env = make_env(TaskConfig(name="fixed_length", params={"prompt_tokens": 128}))
     batch = env.sample(32, seed=42, step=3)
     assert {len(p.prompt) for p in batch} == {128}
     assert batch == env.sample(32, seed=42, step=3) != env.sample(32, seed=42, step=4)
@@ -30,16 +31,16 @@ def test_prompts_have_the_set_length_and_are_a_function_of_seed_and_step() -> No
 
 
 def test_the_reward_is_the_share_of_digits() -> None:
-    env = make_env({"name": "fixed_length", "params": {}})
+    env = make_env(TaskConfig(name="fixed_length", params={}))
     problem = env.sample(1, seed=0, step=0)[0]
     assert [env.score(problem, text) for text in ("12ab", "", "abc", "9")] == [0.5, 0.0, 0.0, 1.0]
 
 
 def test_bad_params_are_refused_by_name() -> None:
     with pytest.raises(ValueError, match="task.params.prompt_tokens: expected an integer >= 1"):
-        make_env({"name": "fixed_length", "params": {"prompt_tokens": 0}})
+        make_env(TaskConfig(name="fixed_length", params={"prompt_tokens": 0}))
     with pytest.raises(ValueError, match="task.params.length: unknown fixed_length parameter"):
-        make_env({"name": "fixed_length", "params": {"length": 4}})
+        make_env(TaskConfig(name="fixed_length", params={"length": 4}))
 
 
 def test_no_row_ends_before_max_new_tokens_with_the_engines_ignore_eos_id() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rl.config import ModelConfig
 from rl.generation import Generation, generate, row_seeds, static_decode
 from rl.generation.prompt_layout import left_pad, prompt_positions
 from rl.generation.static_decode import StaticDecoder
@@ -132,7 +133,7 @@ def test_the_generation_worker_hands_the_images_to_the_static_decoder(tok) -> No
     out = {}
     for decode in ("eager", "static"):
         worker = GenerationWorker(name=f"generation-{decode}", rank=0, env_keys=[], decode=decode)
-        worker.setup(model_cfg=model_cfg("qwen3_5"), vocab_size=len(tok), seed=0, weights=m.state_dict())
+        worker.setup(model=ModelConfig(**model_cfg("qwen3_5")), vocab_size=len(tok), seed=0, weights=m.state_dict())
         out[decode] = worker.generate(ids, seeds=row_seeds(3, len(ids)), **images, **args)
     assert isinstance(worker.decoder, StaticDecoder)
     for name in FIELDS:

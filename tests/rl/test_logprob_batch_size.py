@@ -13,7 +13,7 @@ import pytest
 import torch
 from rank_processes import run_ranks
 
-from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig, parse_config
+from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig, SequencePackingConfig, parse_config
 
 VOCAB, ROWS, LENGTH = 64, 10, 14
 OPT = OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
@@ -37,9 +37,10 @@ def _logprobs(backend_name: str, sizes: list[int | None], packed: bool, parallel
     out = []
     for size in sizes:
         backend = get_backend(backend_name)(
-            model_cfg=CFG, vocab_size=VOCAB, optimizer_cfg=OPT, micro_batch_size=4, weights=weights, seed=0,
-            parallel=ParallelConfig(**(parallel or {})), logprob_micro_batch_size=size,
-            sequence_packing=SequencePackingConfig(enabled=packed, max_tokens_per_row=2 * LENGTH))
+            model=ModelConfig(**CFG), vocab_size=VOCAB, weights=weights, seed=0, policy=PolicyConfig(
+                optimizer=OPT, micro_batch_size=4, parallel=ParallelConfig(**(parallel or {})),
+                logprob_batch_size=size,
+                sequence_packing=SequencePackingConfig(enabled=packed, max_tokens_per_row=2 * LENGTH)))
         cut, plain = [], backend._forwards
         backend._forwards = lambda columns, rows, plain=plain: cut.append(rows) or plain(columns, rows)
         out.append(backend.logprobs(ids, mask))

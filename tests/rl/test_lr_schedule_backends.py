@@ -21,7 +21,7 @@ import torch
 from rank_processes import one_gloo_rank, run_ranks
 from train_batches import train_batch
 
-from rl.config import OptimizerConfig
+from rl.config import ModelConfig, OptimizerConfig, PolicyConfig
 from rl.lr_schedule import lr_at
 
 if importlib.util.find_spec("megatron") is None:
@@ -43,8 +43,8 @@ def _batch() -> dict[str, torch.Tensor]:
 def _backend(name: str, weights: dict[str, torch.Tensor]):
     from rl.backends import get_backend
 
-    return get_backend(name)(model_cfg=MODEL, vocab_size=VOCAB, micro_batch_size=2, seed=0, weights=weights,
-                             optimizer_cfg=OPT)
+    return get_backend(name)(model=ModelConfig(**MODEL), vocab_size=VOCAB, seed=0, weights=weights,
+                             policy=PolicyConfig(micro_batch_size=2, optimizer=OPT))
 
 
 def _train(name: str) -> dict:

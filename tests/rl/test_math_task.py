@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from rl.config import parse_config
+from rl.config import DataConfig, TaskConfig, parse_config
 from rl.envs import make_env
 from rl.envs.math import verify_answer
 from rl.prompt_data import load_rows
+from rl.recipe.read import build
 from rl.tokenizer import load_tokenizer
 
 DATA = {"train": {"path": "tiny_math", "split": "train"}, "validation": {"path": "tiny_math", "split": "validation"},
@@ -21,7 +22,7 @@ DATA = {"train": {"path": "tiny_math", "split": "train"}, "validation": {"path":
 
 @pytest.fixture(scope="module")
 def env():
-    return make_env({"name": "math", "params": {}}, data=DATA,
+    return make_env(TaskConfig(name="math", params={}), data=build(DataConfig, DATA, "data"),
                     tokenizer=load_tokenizer(None, model_path="tiny_qwen3_5_moe"))
 
 

@@ -27,16 +27,17 @@ def _counts(rank: int, port: int) -> dict:
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
     from rl.backends.megatron.compile import quiet_default_tp_group
-    from rl.config import OptimizerConfig, ParallelConfig
+    from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
     from rl.models import build_model
 
     one_gloo_rank(port)
     cfg = {"family": "qwen3_5", "config": {"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2}}
     backend = get_backend("megatron")(
-        model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=2, seed=0,
+        model=ModelConfig(**cfg), vocab_size=VOCAB, seed=0,
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
-        optimizer_cfg=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False))
+        policy=PolicyConfig(micro_batch_size=2, parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False),
+                            optimizer=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8,
+                                                      grad_clip=1.0)))
     quiet_default_tp_group()  # what compile_layers does first (policy.compile itself is GPU-only)
     module = backend.gpt
     while hasattr(module, "module"):
@@ -60,7 +61,7 @@ def _hybrid(rank: int, port: int, opaque: bool = False) -> dict:
     from rl.backends import get_backend
     from rl.backends.megatron import shims
     from rl.backends.megatron.compile import compile_layers
-    from rl.config import OptimizerConfig, ParallelConfig
+    from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
     from rl.models import build_model
 
     one_gloo_rank(port)
@@ -72,9 +73,10 @@ def _hybrid(rank: int, port: int, opaque: bool = False) -> dict:
     for compiled in (False, True):  # the eager run: the torch stand-ins, no custom ops
         shims.OPAQUE_GDN_OPS = compiled and opaque
         backend = get_backend("megatron")(
-            model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=2, seed=0, weights=weights,
-            optimizer_cfg=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-            parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False))
+            model=ModelConfig(**cfg), vocab_size=VOCAB, seed=0, weights=weights,
+            policy=PolicyConfig(micro_batch_size=2, parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False),
+                                optimizer=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8,
+                                                          grad_clip=1.0)))
         if compiled:
             module = backend.gpt
             while hasattr(module, "module"):

@@ -29,17 +29,18 @@ def _compiled_on_cpu(rank: int, port: int) -> dict:
 
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
-    from rl.config import OptimizerConfig, ParallelConfig
+    from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
     from rl.models import build_model
 
     one_gloo_rank(port)
     cfg = {"family": "qwen3_5_moe",
            "config": {"layer_types": ["linear_attention"] * 3 + ["full_attention"], "router_aux_loss_coef": 0.0}}
     backend = get_backend("megatron")(
-        model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=2, seed=0,
+        model=ModelConfig(**cfg), vocab_size=VOCAB, seed=0,
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
-        optimizer_cfg=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=ParallelConfig())
+        policy=PolicyConfig(micro_batch_size=2, parallel=ParallelConfig(),
+                            optimizer=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8,
+                                                      grad_clip=1.0)))
     counters.clear()
     batch = train_batch(vocab=VOCAB, seed=1, length=12)
     backend.logprobs(batch["input_ids"], batch["attention_mask"])

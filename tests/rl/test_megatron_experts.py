@@ -35,14 +35,16 @@ def _batch() -> dict[str, torch.Tensor]:
 
 def _backend():
     from rl.backends import get_backend
-    from rl.config import OptimizerConfig, ParallelConfig
+    from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
     from rl.models import build_model
 
     return get_backend("megatron")(
-        model_cfg=CFG, vocab_size=VOCAB, micro_batch_size=4, seed=0,  # one forward per call
+        model=ModelConfig(**CFG), vocab_size=VOCAB, seed=0,
         weights=build_model(CFG, vocab_size=VOCAB, seed=0).state_dict(),
-        optimizer_cfg=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False))
+        policy=PolicyConfig(micro_batch_size=4,  # one forward per call
+                            parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False),
+                            optimizer=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8,
+                                                      grad_clip=1.0)))
 
 
 def _train(grouped: bool) -> dict:

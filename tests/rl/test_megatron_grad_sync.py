@@ -44,7 +44,7 @@ def _train(rank: int, port: int, overlap: bool) -> dict:
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
     from rl.backends.megatron import grad_sync
-    from rl.config import OptimizerConfig, ParallelConfig
+    from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
     from rl.models import build_model
 
     if not overlap:
@@ -61,10 +61,11 @@ def _train(rank: int, port: int, overlap: bool) -> dict:
     cfg = {"family": "qwen3_5", "config": {"layer_types": ["linear_attention", "full_attention"],
                                            "num_hidden_layers": 2}}
     backend = get_backend("megatron")(
-        model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=2, seed=0,
+        model=ModelConfig(**cfg), vocab_size=VOCAB, seed=0,
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
-        optimizer_cfg=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
-        parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False))
+        policy=PolicyConfig(micro_batch_size=2, parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False),
+                            optimizer=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8,
+                                                      grad_clip=1.0)))
     batch = _batch()
     share = ROWS // backend.dp_size
     mine = {k: v[backend.dp_rank * share:(backend.dp_rank + 1) * share] for k, v in batch.items()}

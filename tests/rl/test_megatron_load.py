@@ -22,7 +22,7 @@ import pytest
 import torch
 from rank_processes import spawn_on_free_port
 
-from rl.config import OptimizerConfig, ParallelConfig
+from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
 
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core is not installed", allow_module_level=True)
@@ -198,8 +198,8 @@ def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None
     for i, (twin, path, parallel) in enumerate(cases):
         cfg = _model_cfg(twin, path)
         vocab = VL_VOCAB if TWINS[twin][1] == "vision" else VOCAB
-        kwargs = dict(model_cfg=cfg, vocab_size=vocab, optimizer_cfg=OPT, micro_batch_size=2, seed=0,
-                      parallel=ParallelConfig(**parallel))
+        kwargs = dict(model=ModelConfig(**cfg), vocab_size=vocab, seed=0,
+                      policy=PolicyConfig(optimizer=OPT, micro_batch_size=2, parallel=ParallelConfig(**parallel)))
         params = {}
         for mode in ("whole", "path"):
             weights = build_model(cfg, vocab_size=vocab, seed=0).state_dict() if mode == "whole" else None

@@ -25,7 +25,7 @@ import importlib.util
 import pytest
 import torch
 
-from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
+from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig, SequencePackingConfig
 from rl.models.packing import first_fit_decreasing, row_lengths
 from tests.rl.rank_processes import run_ranks
 
@@ -113,10 +113,12 @@ def _run(twin: str, parallel: dict, control: str | None, world: int, fields: dic
     batch = _batch()
     num_tokens = int(batch["response_mask"].sum())
     out = {}
-    for name, packing in (("padded", None), ("packed", SequencePackingConfig(enabled=True, max_tokens_per_row=BUDGET))):
-        backend = get_backend("megatron")(model_cfg=cfg, vocab_size=VOCAB, optimizer_cfg=OPT, micro_batch_size=MICRO,
-                                          weights=weights, seed=0, parallel=ParallelConfig(**parallel),
-                                          sequence_packing=packing)
+    for name, packing in (("padded", SequencePackingConfig()),
+                          ("packed", SequencePackingConfig(enabled=True, max_tokens_per_row=BUDGET))):
+        policy = PolicyConfig(optimizer=OPT, micro_batch_size=MICRO, parallel=ParallelConfig(**parallel),
+                              sequence_packing=packing)
+        backend = get_backend("megatron")(model=ModelConfig(**cfg), policy=policy, vocab_size=VOCAB,
+                                          weights=weights, seed=0)
         share = ROWS // backend.dp_size
         mine = {k: v[backend.dp_rank * share:(backend.dp_rank + 1) * share] for k, v in batch.items()}
         result = {"lp": backend.logprobs(mine["input_ids"], mine["attention_mask"])}

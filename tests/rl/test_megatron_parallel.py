@@ -23,12 +23,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import tempfile
+from dataclasses import replace
 
 import pytest
 import torch
 from rank_processes import spawn_on_free_port
 
-from rl.config import OptimizerConfig, ParallelConfig
+from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
 
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core is not installed", allow_module_level=True)
@@ -108,9 +109,9 @@ def _case(world: int, family: str, parallel: dict) -> dict:
 
     cfg = _model_cfg(family)
     weights = build_model(cfg, vocab_size=_vocab(family), seed=0).state_dict()
-    kwargs = dict(model_cfg=cfg, vocab_size=_vocab(family), optimizer_cfg=OPT, micro_batch_size=2,
-                  weights=weights, seed=0)
-    backend = get_backend("megatron")(**kwargs, parallel=ParallelConfig(**parallel))
+    kwargs = dict(model=ModelConfig(**cfg), vocab_size=_vocab(family), weights=weights, seed=0)
+    policy = PolicyConfig(optimizer=OPT, micro_batch_size=2)
+    backend = get_backend("megatron")(**kwargs, policy=replace(policy, parallel=ParallelConfig(**parallel)))
     share = ROWS // backend.dp_size
     rows = slice(backend.dp_rank * share, (backend.dp_rank + 1) * share)
     loaded = backend.state_dict()  # the refit's gather (HF names) of the weights just sharded
@@ -119,7 +120,7 @@ def _case(world: int, family: str, parallel: dict) -> dict:
     if world == 1:
         from rl.backends.torch import TorchBackend
 
-        result["torch"] = _train(TorchBackend(**kwargs), _batch(family), rows)
+        result["torch"] = _train(TorchBackend(**kwargs, policy=policy), _batch(family), rows)
     return result
 
 

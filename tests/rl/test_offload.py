@@ -22,7 +22,7 @@ from rank_processes import one_gloo_rank, run_ranks
 from train_batches import train_batch
 
 from rl.backends.offload import ALIGN, HostArena, HostOffload, state_tensors
-from rl.config import OptimizerConfig
+from rl.config import ModelConfig, OptimizerConfig, PolicyConfig
 
 VOCAB = 32
 MODEL = {"family": "qwen3_5", "config": {"layer_types": ["full_attention", "linear_attention"], "num_hidden_layers": 2}}
@@ -131,9 +131,10 @@ def _backend(case: dict, weights: dict[str, torch.Tensor]):
     from rl.backends import get_backend
 
     extra = {"device": case["device"]} if case["backend"] == "torch" else {}
-    return get_backend(case["backend"])(model_cfg=MODEL, vocab_size=VOCAB, micro_batch_size=2, seed=0,
-                                        weights=weights, optimizer_cfg=OPT, precision=case["precision"],
-                                        distributed_optimizer=case["distributed_optimizer"], **extra)
+    policy = PolicyConfig(micro_batch_size=2, optimizer=OPT, precision=case["precision"],
+                          distributed_optimizer=case["distributed_optimizer"])
+    return get_backend(case["backend"])(model=ModelConfig(**MODEL), policy=policy, vocab_size=VOCAB, seed=0,
+                                        weights=weights, **extra)
 
 
 def _train(backend, step: int) -> dict[str, float]:

@@ -19,7 +19,7 @@ from rank_processes import run_ranks
 
 from rl.algorithms.loss import LossConfig, prev_logprobs_refusal
 from rl.backends.train_step import train_fields
-from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
+from rl.config import ModelConfig, OptimizerConfig, PolicyConfig, SequencePackingConfig
 from rl.data import BatchedDataDict, DataIntegrityError, MemoryStore
 from rl.data.plane import CallRows, LegacyPlane, StoreRows, TQPlane
 from rl.workers.group import PolicyGroup
@@ -51,9 +51,9 @@ def _both_ways(backend_name: str, packed: bool) -> dict[str, object]:
 
     def backend():
         return get_backend(backend_name)(
-            model_cfg=CFG, vocab_size=VOCAB, optimizer_cfg=OPT, micro_batch_size=4, weights=weights, seed=0,
-            parallel=ParallelConfig(), sequence_packing=SequencePackingConfig(enabled=packed,
-                                                                              max_tokens_per_row=2 * LENGTH))
+            model=ModelConfig(**CFG), vocab_size=VOCAB, weights=weights, seed=0, policy=PolicyConfig(
+                optimizer=OPT, micro_batch_size=4,
+                sequence_packing=SequencePackingConfig(enabled=packed, max_tokens_per_row=2 * LENGTH)))
 
     batch = _batch()
     n = int(batch["response_mask"].sum())

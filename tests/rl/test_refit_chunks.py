@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from rank_processes import one_gloo_rank, run_ranks
 
 from rl import refit
-from rl.config import OptimizerConfig, ParallelConfig
+from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
 
 MEGATRON = importlib.util.find_spec("megatron") is not None
 VOCAB = 32
@@ -62,10 +62,10 @@ def _chunks_against_state_dict(backend_name: str, family: str, parallel: dict) -
                                         "num_hidden_layers": 2}}
     if family == "qwen3_5_moe":
         cfg["config"].update(num_experts=4, num_experts_per_tok=2)
-    extra = {"device": "cpu"} if backend_name == "torch" else {"parallel": ParallelConfig(**parallel)}
-    backend = get_backend(backend_name)(model_cfg=cfg, vocab_size=VOCAB, micro_batch_size=2, seed=0,
-                                        weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
-                                        optimizer_cfg=OPT, precision="fp32", **extra)
+    extra = {"device": "cpu"} if backend_name == "torch" else {}
+    policy = PolicyConfig(micro_batch_size=2, optimizer=OPT, precision="fp32", parallel=ParallelConfig(**parallel))
+    backend = get_backend(backend_name)(model=ModelConfig(**cfg), policy=policy, vocab_size=VOCAB, seed=0,
+                                        weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(), **extra)
     whole = backend.state_dict()
     parts = [backend.refit_chunk(i) for i in range(backend.refit_chunks())]
     joined = {k: v for part in parts for k, v in part.items()}

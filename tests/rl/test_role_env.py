@@ -14,7 +14,7 @@ import yaml
 
 from rl import faults, secret_env
 from rl.cluster import worker_env
-from rl.config import load_config, parse_config
+from rl.config import load_config, parse_config, read_recipe
 from rl.run import _hidden_env, _without_faults
 from rl.workers.base import WorkerBase
 
@@ -68,7 +68,7 @@ def test_role_pass_through_entries_read_the_engine_environment(tmp_path, monkeyp
     cfg = load_config(_recipe(tmp_path, data))
     assert cfg.policy.env == {"HF_TOKEN": SECRET} == cfg.generation.env
     assert data["policy"]["env"] == {"HF_TOKEN": "<redacted>"}  # the caller's mapping is left alone
-    assert _hidden_env(str(tmp_path / "recipe.yaml")) == ["HF_TOKEN"]
+    assert _hidden_env(read_recipe(tmp_path / "recipe.yaml")) == ["HF_TOKEN"]
 
 
 def test_a_missing_role_pass_through_names_its_key(tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ import torch
 
 from rl.algorithms.loss import LossConfig
 from rl.backends.torch import TorchBackend
-from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
+from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig, SequencePackingConfig, TaskConfig
 from rl.envs import make_env
 from rl.models import ImageLayout, build_model, encode_prompts, token_logprobs
 from rl.models.packed_forward import packed_token_logprobs
@@ -117,7 +117,7 @@ def test_packed_vision_logprobs_equal_unpacked() -> None:
     """The VLM: each row an image then text; packed, its multimodal rotary positions are its own
     and the images go in in packed order."""
     tok = load_tokenizer("arith_vl")
-    env = make_env({"name": "counting", "params": {"image_size": 16, "square_size": 4, "max_count": 6}})
+    env = make_env(TaskConfig(name="counting", params={"image_size": 16, "square_size": 4, "max_count": 6}))
     model = build_model({"family": "qwen3_5", "modality": "vision", "tokenizer": "arith_vl", "config": HYBRID},
                         vocab_size=len(tok), seed=0)
     prompts = encode_prompts(tok, env.sample(6, seed=2, step=0), ImageLayout.of(model))
@@ -136,10 +136,10 @@ def test_packed_vision_logprobs_equal_unpacked() -> None:
 
 
 def _backend(model_cfg: dict, vocab: int, packing: SequencePackingConfig, checkpointing: bool) -> TorchBackend:
-    return TorchBackend(model_cfg=model_cfg, vocab_size=vocab, micro_batch_size=2, seed=0,
-                        weights=build_model(model_cfg, vocab_size=vocab, seed=0).state_dict(),
-                        optimizer_cfg=OptimizerConfig(lr=1e-3, grad_clip=1.0), sequence_packing=packing,
-                        activation_checkpointing=checkpointing)
+    policy = PolicyConfig(micro_batch_size=2, optimizer=OptimizerConfig(lr=1e-3, grad_clip=1.0),
+                          sequence_packing=packing, activation_checkpointing=checkpointing)
+    return TorchBackend(model=ModelConfig(**model_cfg), policy=policy, vocab_size=vocab, seed=0,
+                        weights=build_model(model_cfg, vocab_size=vocab, seed=0).state_dict())
 
 
 def _train_batch(ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -183,7 +183,8 @@ def test_a_packed_train_step_gives_the_unpacked_loss_and_gradients(budget: int |
 
 
 def test_a_backend_with_a_short_budget_refuses_the_row_naming_the_key() -> None:
-    backend = _backend(MODELS["llama"], VOCAB, SequencePackingConfig(enabled=True, max_tokens_per_row=10), False)
+    packing = SequencePackingConfig(enabled=True, max_tokens_per_row=10)
+    backend = _backend(MODELS["qwen3_5_all_attention"], VOCAB, packing, False)
     ids, mask = _rows(seed=1)
     with pytest.raises(ValueError, match=r"policy\.sequence_packing\.max_tokens_per_row: row \d+ has \d+ tokens"):
         backend.logprobs(ids, mask)
@@ -196,7 +197,7 @@ def test_the_megatron_backend_refuses_packing_a_vlm_before_building_anything() -
     from rl.backends.megatron.rules import packing_refusals
 
     with pytest.raises(ValueError) as info:
-        get_backend("megatron")(model_cfg={"modality": "vision"}, vocab_size=VOCAB, optimizer_cfg=OptimizerConfig(),
-                                micro_batch_size=1, weights=None, seed=0, parallel=ParallelConfig(cp=2),
-                                sequence_packing=SequencePackingConfig(enabled=True))
+        get_backend("megatron")(model=ModelConfig(modality="vision"), vocab_size=VOCAB, weights=None, seed=0,
+                                policy=PolicyConfig(micro_batch_size=1, parallel=ParallelConfig(cp=2),
+                                                    sequence_packing=SequencePackingConfig(enabled=True)))
     assert str(info.value) == packing_refusals(cp=2, pp=1, vision=True)[0]

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from rl.assets.tokenizers import make_arith, make_arith_vl
+from rl.config import TaskConfig
 from rl.envs import make_env
 from rl.envs.counting import PALETTE, PROMPT, QUESTIONS, CountingParams
 from rl.tokenizer import load_tokenizer, resolve_tokenizer_dir
@@ -21,7 +22,7 @@ def count_squares(image: torch.Tensor, square_size: int) -> int:
     return int((cells.amax(dim=(1, 3, 4)) > 0).sum())
 
 def test_problems_are_seeded_and_answers_match_the_images() -> None:
-    env = make_env({"name": "counting", "params": {"image_size": 24, "square_size": 4, "max_count": 9}})
+    env = make_env(TaskConfig(name="counting", params={"image_size": 24, "square_size": 4, "max_count": 9}))
     a = env.sample(64, seed=3, step=5)
     b = env.sample(64, seed=3, step=5)
     c = env.sample(64, seed=3, step=6)
@@ -38,7 +39,7 @@ def test_problems_are_seeded_and_answers_match_the_images() -> None:
 
 
 def test_score_is_exact_count() -> None:
-    env = make_env({"name": "counting", "params": {"min_count": 3, "max_count": 3}})
+    env = make_env(TaskConfig(name="counting", params={"min_count": 3, "max_count": 3}))
     (p,) = env.sample(1, seed=0, step=0)
     assert p.answer == "3"
     assert env.score(p, "3") == 1.0 and env.score(p, " 3 <eos>junk") == 1.0
@@ -48,9 +49,9 @@ def test_score_is_exact_count() -> None:
 
 
 def test_questions_vary_the_prompt_length_and_keep_the_problems() -> None:
-    one = make_env({"name": "counting", "params": {}}).sample(64, seed=3, step=5)
+    one = make_env(TaskConfig(name="counting", params={})).sample(64, seed=3, step=5)
     assert {p.prompt for p in one} == {PROMPT}
-    varied = make_env({"name": "counting", "params": {"questions": len(QUESTIONS)}})
+    varied = make_env(TaskConfig(name="counting", params={"questions": len(QUESTIONS)}))
     a, b = varied.sample(64, seed=3, step=5), varied.sample(64, seed=3, step=5)
     assert [p.prompt for p in a] == [p.prompt for p in b]  # seeded
     assert {p.prompt for p in a} == set(QUESTIONS) and len({len(q) for q in QUESTIONS}) == len(QUESTIONS)

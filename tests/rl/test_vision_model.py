@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers.vision_utils import get_vision_position_ids
 
+from rl.config import TaskConfig, WarmStartConfig
 from rl.envs import make_env
 from rl.generation import generate, row_seeds
 from rl.models import ImageLayout, build_model, encode_prompts, token_logprobs
@@ -37,7 +38,7 @@ def model(tok):
 
 @pytest.fixture(scope="module")
 def env():
-    return make_env({"name": "counting", "params": {"image_size": 16, "square_size": 4, "max_count": 6}})
+    return make_env(TaskConfig(name="counting", params={"image_size": 16, "square_size": 4, "max_count": 6}))
 
 
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
@@ -138,7 +139,7 @@ def test_placeholders_are_never_sampled(tok, env) -> None:
 
 
 def test_warm_start_learns_from_images_and_caches(tok, env, tmp_path: Path) -> None:
-    cfg = {"steps": 3, "lr": 3e-3, "batch_size": 8}
+    cfg = WarmStartConfig(steps=3, lr=3e-3, batch_size=8)
     a = build_model(model_cfg(), vocab_size=len(tok), seed=4)
     before = {k: v.clone() for k, v in a.state_dict().items()}
     first = warm_start(a, tok, env, cfg, seed=4, cache_dir=tmp_path)

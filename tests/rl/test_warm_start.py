@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from rl.config import TaskConfig, WarmStartConfig
 from rl.envs import make_env
 from rl.generation import decode_responses, generate, row_seeds
 from rl.models import build_model, token_logprobs
 from rl.models.image_inputs import ImageLayout, encode_prompts
+from rl.recipe.read import build
 from rl.tokenizer import load_tokenizer
 from rl.warm_start import default_cache_dir, supervised_batch, warm_start
 
 torch.set_num_threads(1)
-CFG = {"steps": 2, "lr": 3e-3, "batch_size": 4}
+CFG = WarmStartConfig(steps=2, lr=3e-3, batch_size=4)
 
 
 def evaluate_accuracy(model, tokenizer, env, *, num_problems: int, seed: int, step: int, temperature: float,
@@ -40,7 +43,7 @@ def fresh(tok, family: str = "qwen3_5", seed: int = 0):
 
 
 def arith(**params):
-    return make_env({"name": "arith", "params": {"max_operand": 20, **params}})
+    return make_env(TaskConfig(name="arith", params={"max_operand": 20, **params}))
 
 
 def same_weights(a, b) -> bool:
@@ -77,7 +80,7 @@ def test_miss_trains_then_hit_loads_identical_weights(tok, family: str, tmp_path
 
 @pytest.mark.parametrize(
     "change",
-    [{"seed": 2}, {"cfg": {**CFG, "lr": 1e-3}}, {"env": {"max_operand": 30}}, {"init_seed": 5}],
+    [{"seed": 2}, {"cfg": replace(CFG, lr=1e-3)}, {"env": {"max_operand": 30}}, {"init_seed": 5}],
 )
 def test_key_changes_miss(tok, change: dict, tmp_path: Path) -> None:
     warm_start(fresh(tok), tok, arith(), CFG, seed=1, cache_dir=tmp_path)
@@ -98,20 +101,19 @@ def test_training_lowers_the_loss(tok, tmp_path: Path) -> None:
             return float(-(token_logprobs(model, ids, attn) * loss_mask).sum() / loss_mask.sum())
 
     before = loss()
-    warm_start(model, tok, env, {"steps": 6, "lr": 3e-3, "batch_size": 8}, seed=0, cache_dir=tmp_path)
+    warm_start(model, tok, env, WarmStartConfig(steps=6, lr=3e-3, batch_size=8), seed=0, cache_dir=tmp_path)
     assert loss() < before - 1.0  # measured: 3.96 -> 2.52
     assert 0.0 <= evaluate_accuracy(model, tok, env, num_problems=16, seed=0, step=0, temperature=0.0) <= 1.0
 
 
 def test_zero_steps_and_config_errors(tok, tmp_path: Path, monkeypatch) -> None:
     model = fresh(tok)
-    assert warm_start(model, tok, arith(), {**CFG, "steps": 0}, seed=0, cache_dir=tmp_path)["cached"] is False
+    assert warm_start(model, tok, arith(), replace(CFG, steps=0), seed=0, cache_dir=tmp_path)["cached"] is False
     assert same_weights(model, fresh(tok)) and not list(tmp_path.iterdir())
-    for bad, field in [({**CFG, "lr": 0}, "lr"), ({**CFG, "epochs": 1}, "epochs"),
-                       ({**CFG, "batch_size": 0}, "batch_size"), ({**CFG, "steps": -1}, "steps"),
-                       ({**CFG, "stop_at_loss": 0.0}, "stop_at_loss"), ({**CFG, "steps": "3"}, "steps")]:
-        with pytest.raises(ValueError, match=f"algorithm.warm_start.{field}"):
-            warm_start(model, tok, arith(), bad, seed=0, cache_dir=tmp_path)
+    for bad, field in [({"lr": 0}, "lr"), ({"epochs": 1}, "epochs"), ({"batch_size": 0}, "batch_size"),
+                       ({"steps": -1}, "steps"), ({"stop_at_loss": 0.0}, "stop_at_loss"), ({"steps": "3"}, "steps")]:
+        with pytest.raises(ValueError, match=f"algorithm.warm_start.{field}"):  # the section refuses it
+            build(WarmStartConfig, {**asdict(CFG), **bad}, "algorithm.warm_start")
     monkeypatch.setenv("RL_CACHE_DIR", str(tmp_path / "root"))
     assert default_cache_dir() == tmp_path / "root" / "warm_start"
     monkeypatch.delenv("RL_CACHE_DIR")
@@ -119,15 +121,13 @@ def test_zero_steps_and_config_errors(tok, tmp_path: Path, monkeypatch) -> None:
 
 
 def test_stop_at_loss_ends_at_the_first_full_window_at_or_below_it(tok, tmp_path: Path) -> None:
-    from rl.config import WarmStartConfig
-
     window = WarmStartConfig.LOSS_WINDOW
-    cfg = {"steps": window + 10, "lr": 3e-3, "batch_size": 4}
-    reached = warm_start(fresh(tok), tok, arith(), {**cfg, "stop_at_loss": 1e6}, seed=0, cache_dir=tmp_path)
+    cfg = WarmStartConfig(steps=window + 10, lr=3e-3, batch_size=4)
+    reached = warm_start(fresh(tok), tok, arith(), replace(cfg, stop_at_loss=1e6), seed=0, cache_dir=tmp_path)
     assert reached["steps"] == window  # every loss is below 1e6: stops once the window is full
-    never = warm_start(fresh(tok), tok, arith(), {**cfg, "stop_at_loss": 1e-9}, seed=0, cache_dir=tmp_path)
+    never = warm_start(fresh(tok), tok, arith(), replace(cfg, stop_at_loss=1e-9), seed=0, cache_dir=tmp_path)
     assert never["steps"] == window + 10
-    assert warm_start(fresh(tok), tok, arith(), {**cfg, "stop_at_loss": 1e6}, seed=0,
+    assert warm_start(fresh(tok), tok, arith(), replace(cfg, stop_at_loss=1e6), seed=0,
                       cache_dir=tmp_path)["steps"] == window  # a cache hit reports the steps it trained
     plain = warm_start(fresh(tok), tok, arith(), cfg, seed=0, cache_dir=tmp_path)
     assert plain["cached"] is False and plain["steps"] == window + 10  # the target is part of the key

@@ -79,9 +79,11 @@ def write_tokenizer(out_dir: Path) -> int:
 def write_checkpoint(name: str, out_dir: Path, *, warm: bool = True) -> None:
     from transformers import PreTrainedTokenizerFast
 
+    from rl.config import DataConfig, TaskConfig, WarmStartConfig
     from rl.envs import make_env
     from rl.models import build_model
     from rl.models.qwen3_5 import FAMILIES, init_from_config, make_config
+    from rl.recipe.read import build
     from rl.warm_start import warm_start
 
     family, overrides = CHECKPOINTS[name]
@@ -95,8 +97,8 @@ def write_checkpoint(name: str, out_dir: Path, *, warm: bool = True) -> None:
         model.save_pretrained(str(out_dir))
         model = build_model({"family": family, "path": str(out_dir)}, vocab_size=vocab_size, seed=SEED)
         tokenizer = PreTrainedTokenizerFast.from_pretrained(str(out_dir))
-        env = make_env({"name": "math", "params": {}}, data=DATA, tokenizer=tokenizer)
-        info = warm_start(model, tokenizer, env, WARM_START, seed=SEED)
+        env = make_env(TaskConfig(name="math", params={}), data=build(DataConfig, DATA, "data"), tokenizer=tokenizer)
+        info = warm_start(model, tokenizer, env, WarmStartConfig(**WARM_START), seed=SEED)
         source["warm_start"] = {**WARM_START, "data": DATA["train"], "final_loss": info["loss"]}
     model.save_pretrained(str(out_dir))
     (out_dir / "SOURCE").write_text(json.dumps(source) + "\n")

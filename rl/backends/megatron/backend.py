@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import datetime
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Any, Callable
 
 import torch
@@ -67,7 +68,7 @@ from rl.backends.train_step import (
     schedule_lr,
     train_fields,
 )
-from rl.config import OptimizerConfig, ParallelConfig, SequencePackingConfig
+from rl.config import ModelConfig, ParallelConfig, PolicyConfig
 from rl.data.errors import DataIntegrityError
 from rl.models.image_inputs import IMAGE_FIELDS
 from rl.models.packing import Packing
@@ -124,45 +125,45 @@ def _use_fused_adam(optimizers: list) -> None:
 class MegatronBackend:
     """Policy + reference + megatron optimizer on one rank of a TP x EP x DP grid.
 
-    Args (beyond TorchBackend's):
-        parallel: `policy.parallel` (`rl.config.ParallelConfig`: tp, pp, cp, ep, etp, sp; None: the
-            default); dp is world / (tp*pp*cp).
+    Built as TorchBackend is, from the `model` and `policy` sections (no `device`: the rank's
+    GPU, or the CPU shims), and reads more of `policy`:
+        parallel: tp, pp, cp, ep, etp, sp; dp is world / (tp*pp*cp).
         precision: "fp32" or "bf16" (bf16 params through megatron's Float16Module, fp32 main
             weights in the optimizer).
         distributed_optimizer: shard optimizer state over the data-parallel group.
-        compile: `policy.compile` (GPU only): layers and log-prob under torch.compile
-            (`rl.backends.megatron.compile`).
-        activation_checkpointing: `policy.activation_checkpointing`: megatron's full recompute,
-            one layer at a time (only each layer's input is kept for the backward).
-        sequence_packing: `policy.sequence_packing` (None: off): the log-prob and training passes
-            forward packed rows (`rl.backends.megatron.packed`, under cp > 1
-            `rl.backends.megatron.packed_context`); refused for a VLM and for cp > 1 with pp > 1
-            (rl/backends/megatron/rules.py).
+        compile: GPU only: layers and log-prob under torch.compile (`rl.backends.megatron.compile`).
+        activation_checkpointing: megatron's full recompute, one layer at a time (only each
+            layer's input is kept for the backward).
+        sequence_packing: the log-prob and training passes forward packed rows
+            (`rl.backends.megatron.packed`, under cp > 1 `rl.backends.megatron.packed_context`);
+            refused for a VLM and for cp > 1 with pp > 1 (rl/backends/megatron/rules.py).
+    `weights` None: this rank reads its own shards from `model.path` (`rl.backends.megatron.load`).
     """
 
-    def __init__(self, *, model_cfg: dict, vocab_size: int, optimizer_cfg: OptimizerConfig, micro_batch_size: int,
-                 weights: dict[str, torch.Tensor] | None, seed: int, parallel: ParallelConfig | None = None,
-                 precision: str = "fp32", distributed_optimizer: bool = False, compile: bool = False,
-                 activation_checkpointing: bool = False, sequence_packing: SequencePackingConfig | None = None,
-                 logprob_micro_batch_size: int | None = None) -> None:
-        self.packing = sequence_packing if sequence_packing is not None else SequencePackingConfig()
-        layout, rules = parallel or ParallelConfig(), MegatronRules()
-        refusals = [*rules.policy_refusals(parallel=layout, precision=precision, compile=compile,
+    def __init__(self, *, model: ModelConfig, policy: PolicyConfig, vocab_size: int, seed: int,
+                 weights: dict[str, torch.Tensor] | None) -> None:
+        self.packing = policy.sequence_packing
+        precision, compile = policy.precision, policy.compile
+        distributed_optimizer = policy.distributed_optimizer
+        vision = model.modality == "vision"
+        rules = MegatronRules()
+        refusals = [*rules.policy_refusals(parallel=policy.parallel, precision=precision, compile=compile,
                                            distributed_optimizer=distributed_optimizer),
-                    *rules.layout_refusals(parallel=layout, packing=self.packing.enabled, cpu=shims.on_cpu(),
-                                           vision=model_cfg.get("modality") == "vision", compile=compile,
+                    *rules.layout_refusals(parallel=policy.parallel, packing=self.packing.enabled,
+                                           cpu=shims.on_cpu(), vision=vision, compile=compile,
                                            distributed_optimizer=distributed_optimizer)]
         if refusals:  # the preflight refused it before launch; a backend built by hand refuses it here
             raise ValueError(refusals[0])
-        self.parallel = mcfg.check_parallel(parallel if parallel is not None else ParallelConfig())
+        self.parallel = mcfg.check_parallel(policy.parallel)
         _ensure_process_group()
         _init_parallel(self.parallel, seed)
-        self.vl_config = vl_config(model_cfg, vocab_size) if model_cfg.get("modality") == "vision" else None
-        self.hf_config = self.vl_config.text_config if self.vl_config else text_config(model_cfg, vocab_size)
+        self.vl_config = vl_config(asdict(model), vocab_size) if vision else None
+        self.hf_config = self.vl_config.text_config if self.vl_config else text_config(asdict(model), vocab_size)
         self.config = mcfg.transformer_config(self.hf_config, parallel=self.parallel,
-                                              params_dtype=PRECISIONS[precision], recompute=activation_checkpointing)
-        self.micro_batch_size = micro_batch_size
-        self.logprob_micro_batch_size = logprob_micro_batch_size or micro_batch_size
+                                              params_dtype=PRECISIONS[precision],
+                                              recompute=policy.activation_checkpointing)
+        self.micro_batch_size = policy.micro_batch_size
+        self.logprob_batch_size = policy.logprob_batch_size or policy.micro_batch_size
         self.rank = conv.ShardRank(
             tp_rank=ps.get_tensor_model_parallel_rank(), tp_size=self.parallel.tp,
             ep_rank=ps.get_expert_model_parallel_rank(), ep_size=self.parallel.ep,
@@ -171,7 +172,7 @@ class MegatronBackend:
         self.first_stage, self.last_stage = ps.is_pipeline_first_stage(), ps.is_pipeline_last_stage()
         self.layer_offset, self.layer_count = mpipe.stage_layers(
             self.hf_config.num_hidden_layers, self.parallel.pp, ps.get_pipeline_model_parallel_rank())
-        local, visual = self._local_weights(weights, model_cfg)
+        local, visual = self._local_weights(weights, model.path)
         self.gpt = self._build(local, visual)
         self.reference_gpt = self._build(local, visual).requires_grad_(False)
         # policy.compile: fused layers; with tp 1 the log-prob reads bf16 logits (rl.backends.megatron.compile)
@@ -189,7 +190,7 @@ class MegatronBackend:
             grad_reduce_in_fp32=True, use_distributed_optimizer=distributed_optimizer,
             overlap_grad_reduce=grad_sync.wanted(self.parallel.pp, vision=self.vl_config is not None))
         self.ddp = DistributedDataParallel(config=self.config, ddp_config=ddp_config, module=self.model)
-        self.optimizer_cfg = optimizer_cfg
+        self.optimizer_cfg = optimizer_cfg = policy.optimizer
         self.optimizer = get_megatron_optimizer(MegatronOptimizerConfig(
             optimizer="adam", lr=optimizer_cfg.lr, weight_decay=optimizer_cfg.weight_decay,
             adam_beta1=optimizer_cfg.betas[0], adam_beta2=optimizer_cfg.betas[1],
@@ -201,7 +202,7 @@ class MegatronBackend:
 
     # --- construction --------------------------------------------------------------------------
 
-    def _local_weights(self, weights: dict[str, torch.Tensor] | None, model_cfg: dict
+    def _local_weights(self, weights: dict[str, torch.Tensor] | None, path: str | None
                        ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """This rank's GPTModel state dict and the vision tower's (VL, first stage; else {}):
         cut from the whole HF `weights`, or, when `weights` is None, read from `model.path`
@@ -209,12 +210,12 @@ class MegatronBackend:
         if weights is not None:
             text, visual = mvis.split_hf(weights) if self.vl_config else (weights, {})
             return self._shard(text), visual if self.first_stage else {}
-        if not model_cfg.get("path"):
+        if not path:
             raise ValueError("MegatronBackend: weights=None reads model.path, but model.path is not set")
         from rl.backends.megatron import load
         from rl.model_source import resolve_model_dir
 
-        ckpt = load.SafetensorsCheckpoint(resolve_model_dir(model_cfg["path"]))
+        ckpt = load.SafetensorsCheckpoint(resolve_model_dir(path))
         return load.load_rank(ckpt, self.hf_config, rank=self.rank, num_experts=self.num_experts,
                                        sections=conv.gdn_sections(self.hf_config), offset=self.layer_offset,
                                        count=self.layer_count, first=self.first_stage, last=self.last_stage,
@@ -323,7 +324,7 @@ class MegatronBackend:
             return out
         model.eval()
         cut = self._forwards({"input_ids": input_ids, "attention_mask": attention_mask, **images},
-                             self.logprob_micro_batch_size)
+                             self.logprob_batch_size)
         if self.parallel.pp > 1:
             steps, shape = [], (0, 0)
             for mb, rows, packing in cut:
