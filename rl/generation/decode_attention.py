@@ -11,7 +11,10 @@ the rows of one query never mix. Any other shape (the prompt's forward, training
 given.
 
 `use_grouped_decode_attention(model)` switches a model's text attention to it (the mask is sdpa's);
-the generation worker does so on CUDA.
+the generation worker does so on CUDA. With `flash=True` (the default) the one-token step runs
+`rl.generation.flash_decode`'s split-K Triton kernel where it can (CUDA, Triton importable), which
+reads only the cache's live keys where sdpa reads the whole static cache; `flash=False` keeps
+sdpa's kernel, so a bench can measure the two side by side.
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-__all__ = ["GROUPED_DECODE", "grouped_decode_attention", "use_grouped_decode_attention"]
+from rl.generation.flash_decode import default_scale, flash_decode, flash_decode_available
 
-GROUPED_DECODE = "rl_grouped_decode"
+__all__ = ["FLASH_DECODE", "GROUPED_DECODE", "flash_decode_attention", "grouped_decode_attention",
+           "use_grouped_decode_attention"]
+
+GROUPED_DECODE = "rl_grouped_decode"  # grouped heads, sdpa's kernel
+FLASH_DECODE = "rl_flash_decode"  # grouped heads, the split-K Triton kernel where it runs
 
 
 def grouped_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -44,16 +51,38 @@ def grouped_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: 
     return out.reshape(batch, heads, 1, value.shape[-1]).transpose(1, 2).contiguous(), None
 
 
-AttentionInterface.register(GROUPED_DECODE, grouped_decode_attention)
-AttentionMaskInterface.register(GROUPED_DECODE, sdpa_mask)
+def _flash_fits(query: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float, kwargs: dict) -> bool:
+    """What `flash_decode` computes: one query token, a boolean mask shared by the heads (or none),
+    a power-of-two head size, no dropout, bias, softcap or sinks."""
+    dim = query.shape[-1]
+    return (query.shape[2] == 1 and dropout == 0.0 and dim >= 16 and dim & (dim - 1) == 0
+            and (attention_mask is None or (attention_mask.dtype == torch.bool and attention_mask.shape[1] == 1))
+            and all(kwargs.get(k) is None for k in ("position_bias", "softcap", "s_aux"))
+            and flash_decode_available(query))
 
 
-def use_grouped_decode_attention(model: PreTrainedModel) -> bool:
-    """Switch the model's text attention from sdpa to `grouped_decode_attention`, in place; returns
-    whether it did (a model on another implementation, e.g. eager, keeps it). A vision tower keeps
-    its own."""
+def flash_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                           attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                           **kwargs) -> tuple[torch.Tensor, None]:
+    """`grouped_decode_attention`, with the one-token step through `rl.generation.flash_decode`
+    where it runs; anything else (the prompt, no Triton, a CPU) as `grouped_decode_attention`."""
+    if not _flash_fits(query, attention_mask, dropout, kwargs):
+        return grouped_decode_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                        **kwargs)
+    return flash_decode(query, key, value, attention_mask, default_scale(query, scaling)), None
+
+
+for _name, _function in ((GROUPED_DECODE, grouped_decode_attention), (FLASH_DECODE, flash_decode_attention)):
+    AttentionInterface.register(_name, _function)
+    AttentionMaskInterface.register(_name, sdpa_mask)
+
+
+def use_grouped_decode_attention(model: PreTrainedModel, *, flash: bool = True) -> bool:
+    """Switch the model's text attention from sdpa to `flash_decode_attention` (`flash` False:
+    `grouped_decode_attention`), in place; returns whether it did (a model on another
+    implementation, e.g. eager, keeps it). A vision tower keeps its own."""
     text = model.config.get_text_config()
     if text._attn_implementation != "sdpa":
         return False
-    text._attn_implementation_internal = GROUPED_DECODE
+    text._attn_implementation_internal = FLASH_DECODE if flash else GROUPED_DECODE
     return True

@@ -62,6 +62,7 @@ from rl.generation.sampler import (
     counter_uniforms,
     draw_in_blocks,
     draw_tokens,
+    fused_counter_uniforms,
     use_counter_rng,
 )
 from rl.models.image_inputs import image_forward_kwargs
@@ -138,6 +139,7 @@ class StaticDecoder:
         self.counter = use_counter_rng(self.device, counter_rng)  # the graphs' draw on a GPU; a CPU test sets it
         self.cache_kw = _cache_kwarg(model)
         self.decode_step = torch.compile(self._step, dynamic=False) if use_graphs else self._step
+        self.uniforms = fused_counter_uniforms if use_graphs else counter_uniforms  # one kernel in the graph
         self.banned = banned_ids(model, self.device)
         self._slots: OrderedDict[tuple, _Slot] = OrderedDict()
 
@@ -199,7 +201,7 @@ class StaticDecoder:
     def _iterate(self, slot: _Slot, *, temperature: float, eos: int, pad: int) -> None:
         """One token for every row: draw, record, feed it to the model. Fixed shapes, no host sync."""
         if self._block_draw(temperature):  # `draw_tokens`' counter draw, its first level done by the step
-            tok = draw_in_blocks(slot.logits, temperature, counter_uniforms(slot.seeds, slot.step), slot.draw_max,
+            tok = draw_in_blocks(slot.logits, temperature, self.uniforms(slot.seeds, slot.step), slot.draw_max,
                                  slot.draw_blocks, self.banned)
         else:
             tok = draw_tokens(slot.logits, temperature, slot.generators, self.banned, seeds=slot.seeds,

@@ -12,7 +12,13 @@ from __future__ import annotations
 import torch
 
 from rl.generation import generate, row_seeds
-from rl.generation.sampler import MAX_ROWS, counter_uniforms, draw_tokens, inverse_cdf_draw
+from rl.generation.sampler import (
+    MAX_ROWS,
+    counter_uniforms,
+    draw_tokens,
+    fused_counter_uniforms,
+    inverse_cdf_draw,
+)
 from rl.generation.static_decode import StaticDecoder
 from rl.models import build_model
 
@@ -30,6 +36,19 @@ def test_uniforms_are_a_function_of_seed_and_step_only() -> None:
     assert not torch.equal(u, counter_uniforms(seeds, 4)) and not torch.equal(u, counter_uniforms(row_seeds(43, 64), 3))
     big = torch.tensor([2**62 + 5, -7, (1 << 40) * MAX_ROWS + 3])  # any int64 seed, no overflow
     assert bool(((counter_uniforms(big, 2**40) >= 0) & (counter_uniforms(big, 2**40) < 1)).all())
+
+
+def test_the_fused_uniforms_are_the_eager_bits() -> None:
+    # what the CUDA graph replays is inductor's kernel; its bits must be the eager function's, for
+    # seeds past 32 bits and negative ones, and steps past 32 bits and negative (masked to 32 bits)
+    wide = torch.randint(-2**62, 2**62, (2048,), generator=torch.Generator().manual_seed(5))
+    seeds = torch.cat([row_seeds(42, 2048), wide,
+                       torch.tensor([0, -1, 2**32, 2**32 - 1, 2**63 - 1, -2**63, (1 << 40) * MAX_ROWS + 3, -7] * 8)])
+    for step in (0, 1, 255, 2**31, 2**32 - 1, 2**32 + 5, 2**40 + 17, -1, -2**40):
+        step = torch.tensor([step])
+        assert torch.equal(fused_counter_uniforms(seeds, step), counter_uniforms(seeds, step)), int(step)
+    steps = torch.randint(-2**62, 2**62, seeds.shape, generator=torch.Generator().manual_seed(6))
+    assert torch.equal(fused_counter_uniforms(seeds, steps), counter_uniforms(seeds, steps))
 
 
 def test_uniforms_are_uniform() -> None:

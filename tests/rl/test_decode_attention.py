@@ -16,7 +16,13 @@ from decode_models import EOS, PAD, VOCAB, text_model, vision_model
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from rl.generation import generate, row_seeds
-from rl.generation.decode_attention import GROUPED_DECODE, grouped_decode_attention, use_grouped_decode_attention
+from rl.generation.decode_attention import (
+    FLASH_DECODE,
+    GROUPED_DECODE,
+    flash_decode_attention,
+    grouped_decode_attention,
+    use_grouped_decode_attention,
+)
 from rl.generation.static_decode import StaticDecoder
 from rl.models import build_model
 
@@ -97,13 +103,24 @@ def test_every_model_class_samples_the_same_tokens(name: str, loop: str) -> None
     model, _, pad, eos = MODELS[name]()
     want = _sample(model, loop, pad, eos)
     grouped = copy.deepcopy(model)
-    assert use_grouped_decode_attention(grouped)
+    assert use_grouped_decode_attention(grouped, flash=False)  # the split-K kernel: test_flash_decode.py
     assert grouped.config.get_text_config()._attn_implementation == GROUPED_DECODE
     if name == "vision":
         assert grouped.config.vision_config._attn_implementation == "sdpa"  # the tower keeps its own
     got = _sample(grouped, loop, pad, eos)
     assert torch.equal(got.input_ids, want.input_ids) and torch.equal(got.attention_mask, want.attention_mask)
     assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
+
+
+def test_the_default_is_the_split_k_kernel_where_it_runs_and_grouped_sdpa_elsewhere() -> None:
+    """Without Triton (CI) or off a GPU the flash name is grouped sdpa; the kernel: test_flash_decode.py."""
+    model = build_model({"family": "qwen3_5", "config": {}}, vocab_size=VOCAB, seed=0)
+    assert use_grouped_decode_attention(model)
+    assert model.config.get_text_config()._attn_implementation == FLASH_DECODE
+    q, k, v, mask = _qkv(3, 2, 4, 1, dim=16)
+    want, _ = grouped_decode_attention(_Heads(4), q, k, v, mask, scaling=0.3)
+    got, _ = flash_decode_attention(_Heads(4), q, k, v, mask, scaling=0.3)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
 
 
 def test_a_model_on_another_implementation_keeps_it() -> None:
@@ -128,6 +145,6 @@ def test_the_sampling_comparison_sees_the_decode_attention(monkeypatch) -> None:
     model, _, pad, eos = MODELS["qwen3_5"]()
     want = _sample(model, "static", pad, eos)
     monkeypatch.setitem(AttentionInterface._global_mapping, GROUPED_DECODE, interleaved)
-    use_grouped_decode_attention(model)
+    use_grouped_decode_attention(model, flash=False)
     got = _sample(model, "static", pad, eos)
     assert (got.gen_logprobs - want.gen_logprobs).abs().max() > 1e-3

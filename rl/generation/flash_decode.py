@@ -1,0 +1,174 @@
+"""Split-K decode attention in Triton: one query token per row, reading only the cache's live keys.
+
+Why: with a static cache the decode step's sdpa (cuDNN flash attention) reads every layer's whole
+cache, live or not: 300 us of a 1,640 us step for a dense 1.2 B model at batch 64, 128-token
+prompts + 256 new tokens on an H200, where the live positions average 256 of 384
+(docs/benchmarks.md, "Generation"). Here each (row, key/value head, split of the sequence) is one
+program that computes the partial softmax of the head's G query heads over its split, skipping
+every `BLOCK_N` block of keys that the mask leaves wholly dead (the columns past the current token,
+which causality masks, and the prompt's left padding), then a second kernel merges the splits by
+their log-sum-exp. Which keys are live is read from the mask on the device, as the CUDA graph
+replays the step with no host sync.
+
+fp32 accumulation, the inputs' dtype in the products (fp32 inputs: full fp32 products, no TF32).
+`flash_decode_available` says where it runs: a CUDA tensor with Triton importable, or any tensor
+under `TRITON_INTERPRET=1` (how CPU tests run it). Triton is not a dependency of the project.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # no Triton (CI, CPU machines): grouped_decode_attention keeps sdpa
+    triton = None
+
+__all__ = ["BLOCK_N", "flash_decode", "flash_decode_available", "num_splits"]
+
+BLOCK_N = 64  # keys per block: the unit a program skips when the mask leaves it dead
+PROGRAMS_PER_SM = 2  # splits are chosen so rows x key/value heads x splits fill the SMs about twice
+
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once, as Triton reads it
+
+
+def flash_decode_available(query: torch.Tensor) -> bool:
+    """Whether `flash_decode` can run on `query`'s device."""
+    return triton is not None and (query.is_cuda or _INTERPRET)
+
+
+@functools.cache
+def _multiprocessors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
+
+
+def num_splits(programs: int, length: int, multiprocessors: int) -> int:
+    """Splits of the sequence so that `programs` (rows x key/value heads) x splits >= PROGRAMS_PER_SM x
+    the SMs, at most one per `BLOCK_N` block of keys."""
+    return max(1, min(-(-length // BLOCK_N), -(-PROGRAMS_PER_SM * multiprocessors // programs)))
+
+
+if triton is not None:
+
+    @triton.jit
+    def _split_kernel(Q, K, V, Mask, OutPart, LsePart, scale, length, kv_heads,
+                      sqb, sqh, sqd, skb, skh, skn, skd, svb, svh, svn, svd, smb, smn,
+                      G: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCKS: tl.constexpr,
+                      D: tl.constexpr, HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+        """Program (split s, row b x kv head h): the G query heads' softmax over the split's live keys,
+        normalised, and its log-sum-exp (-inf, output 0, when the split has no live key). UPCAST:
+        products in fp32 (the interpreter multiplies bf16's raw bits)."""
+        s = tl.program_id(0)
+        bh = tl.program_id(1)
+        b = bh // kv_heads
+        h = bh % kv_heads
+        num_s = tl.num_programs(0)
+        g = tl.arange(0, BLOCK_G)
+        d = tl.arange(0, D)
+        n = tl.arange(0, BLOCK_N)
+        q = tl.load(Q + b * sqb + (h * G + g)[:, None] * sqh + d[None, :] * sqd, mask=g[:, None] < G, other=0.0)
+        if UPCAST:
+            q = q.to(tl.float32)
+        m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_G], tl.float32)
+        acc = tl.zeros([BLOCK_G, D], tl.float32)
+        for i in range(BLOCKS):  # the split: BLOCKS blocks of keys from s x BLOCKS x BLOCK_N
+            cols = (s * BLOCKS + i) * BLOCK_N + n
+            live = cols < length
+            if HAS_MASK:
+                live = live & (tl.load(Mask + b * smb + cols * smn, mask=live, other=0) != 0)
+            if tl.max(live.to(tl.int32), axis=0) > 0:  # a wholly dead block costs its mask bytes only
+                k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + d[None, :] * skd, mask=live[:, None],
+                            other=0.0)
+                if UPCAST:
+                    k = k.to(tl.float32)
+                scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
+                scores = tl.where(live[None, :], scores, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+                alpha = tl.exp(m_i - m_new)
+                p = tl.exp(scores - m_new[:, None])
+                l_i = l_i * alpha + tl.sum(p, axis=1)
+                v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + d[None, :] * svd, mask=live[:, None],
+                            other=0.0)
+                if UPCAST:
+                    v = v.to(tl.float32)
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+                m_i = m_new
+        any_live = l_i > 0
+        out = tl.where(any_live[:, None], acc / tl.where(any_live, l_i, 1.0)[:, None], 0.0)
+        lse = tl.where(any_live, m_i + tl.log(tl.where(any_live, l_i, 1.0)), float("-inf"))
+        row = (bh * num_s + s) * G + g  # OutPart [B, Hkv, S, G, D], LsePart [B, Hkv, S, G], contiguous
+        tl.store(OutPart + row[:, None] * D + d[None, :], out, mask=g[:, None] < G)
+        tl.store(LsePart + row, lse, mask=g < G)
+
+    @triton.jit
+    def _merge_kernel(OutPart, LsePart, Out, splits, kv_heads, sob, soh,
+                      G: tl.constexpr, BLOCK_S: tl.constexpr, D: tl.constexpr):
+        """Program (row b x query head): the splits' outputs weighted by exp(lse - max lse)."""
+        bq = tl.program_id(0)
+        b = bq // (kv_heads * G)
+        hq = bq % (kv_heads * G)
+        h = hq // G
+        g = hq % G
+        s = tl.arange(0, BLOCK_S)
+        d = tl.arange(0, D)
+        row = ((b * kv_heads + h) * splits + s) * G + g
+        lse = tl.load(LsePart + row, mask=s < splits, other=float("-inf"))
+        top = tl.max(lse, axis=0)
+        w = tl.where(lse > float("-inf"), tl.exp(lse - tl.where(top > float("-inf"), top, 0.0)), 0.0)
+        part = tl.load(OutPart + row[:, None] * D + d[None, :], mask=(s < splits)[:, None], other=0.0)
+        total = tl.sum(w, axis=0)
+        out = tl.sum(w[:, None] * part, axis=0) / tl.where(total > 0, total, 1.0)
+        tl.store(Out + b * sob + hq * soh + d, out.to(Out.dtype.element_ty))
+
+
+@torch.library.custom_op("rl::flash_decode", mutates_args=())
+def flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+                 scale: float) -> torch.Tensor:
+    """Attention of one query token per row over a cache, a torch op (opaque to `torch.compile`).
+
+    Args:
+        query: [B, Hq, 1, D]; query head i belongs to key/value head i // (Hq // Hkv).
+        key, value: [B, Hkv, L, D], D a power of two (64, 128, 256).
+        mask: bool, [B, 1, 1, >= L] (sdpa's: True attends) or None (every key live).
+    Returns:
+        [B, 1, Hq, D] in the query's dtype (HF's attention-function layout).
+    """
+    B, Hq, _, D = query.shape
+    Hkv, L = key.shape[1], key.shape[2]
+    G = Hq // Hkv
+    blocks = -(-L // BLOCK_N)
+    per_split = -(-blocks // num_splits(B * Hkv, L, _multiprocessors(query.device)))  # blocks of keys a split
+    splits = -(-blocks // per_split)
+    part = torch.empty(B, Hkv, splits, G, D, dtype=torch.float32, device=query.device)
+    lse = torch.empty(B, Hkv, splits, G, dtype=torch.float32, device=query.device)
+    out = torch.empty(B, 1, Hq, D, dtype=query.dtype, device=query.device)
+    flags = mask[:, 0, 0].view(torch.uint8) if mask is not None else query  # query: an unread placeholder
+    upcast = _INTERPRET and query.dtype == torch.bfloat16
+    precision = "ieee" if query.dtype == torch.float32 or upcast else "tf32"  # bf16/fp16 products ignore it
+    _split_kernel[(splits, B * Hkv)](
+        query, key, value, flags, part, lse, scale, L, Hkv,
+        query.stride(0), query.stride(1), query.stride(3), *key.stride(), *value.stride(),
+        flags.stride(0) if flags.shape[0] > 1 else 0, flags.stride(-1),  # a mask of one row serves every row
+        G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), BLOCK_N=BLOCK_N, BLOCKS=per_split, D=D,
+        HAS_MASK=mask is not None, PRECISION=precision, UPCAST=upcast)
+    _merge_kernel[(B * Hq,)](part, lse, out, splits, Hkv, out.stride(0), out.stride(2),
+                             G=G, BLOCK_S=max(2, triton.next_power_of_2(splits)), D=D)
+    return out
+
+
+@flash_decode.register_fake
+def _(query, key, value, mask, scale):
+    B, Hq, _, D = query.shape
+    return query.new_empty(B, 1, Hq, D)
+
+
+def default_scale(query: torch.Tensor, scaling: float | None) -> float:
+    """sdpa's default scale when the model gives none."""
+    return 1.0 / math.sqrt(query.shape[-1]) if scaling is None else float(scaling)
