@@ -11,10 +11,11 @@ the rows of one query never mix. Any other shape (the prompt's forward, training
 given.
 
 `use_grouped_decode_attention(model)` switches a model's text attention to it (the mask is sdpa's);
-the generation worker does so on CUDA. With `flash=True` (the default) the one-token step runs
+the generation worker does so on CUDA. With `flash=True` the one-token step runs
 `rl.generation.flash_decode`'s split-K Triton kernel where it can (CUDA, Triton importable), which
-reads only the cache's live keys where sdpa reads the whole static cache; `flash=False` keeps
-sdpa's kernel, so a bench can measure the two side by side.
+reads only the cache's live keys where sdpa reads the whole static cache. It is off by default
+(sdpa's kernel, which the GPU smoke suite has run) until an H200 has run it: the bench measures
+the two side by side (bench/bench_generation.py `ours_graphs_flash`).
 """
 
 from __future__ import annotations
@@ -77,9 +78,9 @@ for _name, _function in ((GROUPED_DECODE, grouped_decode_attention), (FLASH_DECO
     AttentionMaskInterface.register(_name, sdpa_mask)
 
 
-def use_grouped_decode_attention(model: PreTrainedModel, *, flash: bool = True) -> bool:
-    """Switch the model's text attention from sdpa to `flash_decode_attention` (`flash` False:
-    `grouped_decode_attention`), in place; returns whether it did (a model on another
+def use_grouped_decode_attention(model: PreTrainedModel, *, flash: bool = False) -> bool:
+    """Switch the model's text attention from sdpa to `grouped_decode_attention` (`flash`:
+    `flash_decode_attention`), in place; returns whether it did (a model on another
     implementation, e.g. eager, keeps it). A vision tower keeps its own."""
     text = model.config.get_text_config()
     if text._attn_implementation != "sdpa":

@@ -103,7 +103,7 @@ def test_every_model_class_samples_the_same_tokens(name: str, loop: str) -> None
     model, _, pad, eos = MODELS[name]()
     want = _sample(model, loop, pad, eos)
     grouped = copy.deepcopy(model)
-    assert use_grouped_decode_attention(grouped, flash=False)  # the split-K kernel: test_flash_decode.py
+    assert use_grouped_decode_attention(grouped)  # the split-K kernel: test_flash_decode.py
     assert grouped.config.get_text_config()._attn_implementation == GROUPED_DECODE
     if name == "vision":
         assert grouped.config.vision_config._attn_implementation == "sdpa"  # the tower keeps its own
@@ -112,10 +112,14 @@ def test_every_model_class_samples_the_same_tokens(name: str, loop: str) -> None
     assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
 
 
-def test_the_default_is_the_split_k_kernel_where_it_runs_and_grouped_sdpa_elsewhere() -> None:
-    """Without Triton (CI) or off a GPU the flash name is grouped sdpa; the kernel: test_flash_decode.py."""
+def test_the_default_is_grouped_sdpa_and_the_split_k_kernel_falls_back_to_it_without_triton() -> None:
+    """The engine's default stays sdpa's kernel until an H200 has run the split-K one; without
+    Triton (CI) or off a GPU the flash name is grouped sdpa; the kernel: test_flash_decode.py."""
     model = build_model({"family": "qwen3_5", "config": {}}, vocab_size=VOCAB, seed=0)
     assert use_grouped_decode_attention(model)
+    assert model.config.get_text_config()._attn_implementation == GROUPED_DECODE
+    model = build_model({"family": "qwen3_5", "config": {}}, vocab_size=VOCAB, seed=0)
+    assert use_grouped_decode_attention(model, flash=True)
     assert model.config.get_text_config()._attn_implementation == FLASH_DECODE
     q, k, v, mask = _qkv(3, 2, 4, 1, dim=16)
     want, _ = grouped_decode_attention(_Heads(4), q, k, v, mask, scaling=0.3)
@@ -145,6 +149,6 @@ def test_the_sampling_comparison_sees_the_decode_attention(monkeypatch) -> None:
     model, _, pad, eos = MODELS["qwen3_5"]()
     want = _sample(model, "static", pad, eos)
     monkeypatch.setitem(AttentionInterface._global_mapping, GROUPED_DECODE, interleaved)
-    use_grouped_decode_attention(model, flash=False)
+    use_grouped_decode_attention(model)
     got = _sample(model, "static", pad, eos)
     assert (got.gen_logprobs - want.gen_logprobs).abs().max() > 1e-3

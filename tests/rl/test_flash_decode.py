@@ -105,8 +105,8 @@ def test_the_static_decoder_samples_the_same_tokens_with_it(device: str) -> None
     """The tiny model (head size 16, two query heads a key/value head) in the static loop, counter draw."""
     model = text_model("qwen3_5").to(device)
     sdpa, flash = copy.deepcopy(model), copy.deepcopy(model)
-    use_grouped(sdpa, flash=False)
-    assert use_grouped(flash) and flash.config.get_text_config()._attn_implementation == FLASH_DECODE
+    use_grouped(sdpa)
+    assert use_grouped(flash, flash=True) and flash.config.get_text_config()._attn_implementation == FLASH_DECODE
     ids = torch.randint(4, 40, (4, 9), generator=torch.Generator().manual_seed(1))
     args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=EOS, pad_token_id=PAD, seeds=row_seeds(7, 4),
                 prompt_lengths=torch.tensor([9, 3, 6, 1]))
