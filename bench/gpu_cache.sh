@@ -13,9 +13,10 @@
 #                                         # bench/.work/gpu_cache.tar.xz when it was carried, else
 #                                         # bench/triton_autotune_h200.tar.xz, the committed one
 #
-# bench/triton_autotune_h200.tar.xz: the 43 results of the smoke suite's kernels on one H200
-# (Triton 3.6, fla-core 0.6.0), saved 2026-12-02 at 851b689; with it the smoke suite ran in 310 s
-# against more than 515 s on a bare machine (bench/results/gpu_smoke.jsonl). Refresh it with
+# bench/triton_autotune_h200.tar.xz: the 59 results of the smoke suite's kernels and the full-width
+# cut's (`full-width-grpo`) on one H200 (Triton 3.6, fla-core 0.6.0), saved 2026-12-04 at 8963103;
+# with the smoke suite's alone it ran in 310 s against more than 515 s on a bare machine
+# (bench/results/gpu_smoke.jsonl). Refresh it with
 # `save` after a change to those versions or to the kernels' shapes.
 set -uo pipefail
 CARRIED=bench/.work/gpu_cache.tar.xz
