@@ -42,6 +42,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -52,21 +53,23 @@ VARIANTS = ("ours_graphs", "ours_graphs_flash", "ours_graphs_unfused", "ours_sta
             "hf_dynamic")
 
 
-def model_config(name: str, layers: str) -> tuple[dict, int]:
-    """(model block, vocab size) of a bench model."""
+def model_config(name: str, layers: str) -> tuple[Any, int]:
+    """(model section, vocab size) of a bench model."""
+    from rl.config import ModelConfig
+
     if name in ("twin", "vlm_twin"):
         from harness.recipe.load import load_recipe
         from rl.tokenizer import load_tokenizer
 
         recipe = "qwen3_5_35b.yaml" if name == "twin" else "qwen3_5_35b_vlm.yaml"
         model = load_recipe(ROOT / "recipes" / recipe, scale="h200x2").data["model"]
-        block = {"family": model["family"], "modality": model.get("modality", "text"), "config": dict(model["config"]),
-                 "tokenizer": model["tokenizer"]}
+        block = ModelConfig(family=model["family"], modality=model.get("modality", "text"),
+                            config=dict(model["config"]), tokenizer=model["tokenizer"])
         return block, len(load_tokenizer(model["tokenizer"]))
     from megatron_gpu import model_cfg
 
     cfg = model_cfg(name, layers)
-    return cfg, int(cfg["config"].get("vocab_size", 151936))
+    return cfg, int(cfg.config.get("vocab_size", 151936))
 
 
 def image_prompts(model, text: torch.Tensor, side: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -18,7 +18,7 @@ import json
 
 import torch
 
-from rl.config import DataConfig, TaskConfig
+from rl.config import DataConfig, ModelConfig, TaskConfig
 from rl.envs import make_env
 from rl.generation import generate, row_seeds
 from rl.generation.length_buckets import decode_in_groups
@@ -40,7 +40,7 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(2)
     tok = load_tokenizer(None, model_path="tiny_qwen3_5_moe")
-    model = build_model({"family": "qwen3_5_moe", "path": "tiny_qwen3_5_moe", "config": {}},
+    model = build_model(ModelConfig(family="qwen3_5_moe", path="tiny_qwen3_5_moe"),
                         vocab_size=len(tok), seed=SEED)
     env = make_env(TaskConfig(name="math", params={}), data=build(DataConfig, DATA, "data"), tokenizer=tok)
 

@@ -19,9 +19,13 @@ import gzip
 import json
 import os
 import time
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from rl.config import ModelConfig
 
 # model name -> (family, HF config fields); `--layers` picks all full attention or Qwen3.5's hybrid.
 MODELS: dict[str, tuple[str, dict]] = {
@@ -82,12 +86,15 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def model_cfg(name: str, layers: str = "full", num_layers: int | None = None, linear_widths: str = "scaled") -> dict:
+def model_cfg(name: str, layers: str = "full", num_layers: int | None = None,
+              linear_widths: str = "scaled") -> ModelConfig:
     """The model's config. `linear_widths` ("scaled"): a model that does not set its gated-delta-net
     widths gets Qwen3.5-35B-A3B's proportions to its attention (key width half the query width,
     value width equal to it, heads of head_dim); "hf": the HF config class's defaults (16 key and
     32 value heads of 128, which at dense_1b's width make each linear-attention mixer 2.3x the
     parameters of an attention one, where Qwen3.5-35B-A3B's is 1.2x)."""
+    from rl.config import ModelConfig
+
     family, fields = MODELS[name]
     fields = dict(fields)
     if linear_widths == "scaled" and "linear_num_key_heads" not in fields and "num_attention_heads" in fields:
@@ -99,16 +106,16 @@ def model_cfg(name: str, layers: str = "full", num_layers: int | None = None, li
     n = int(fields.get("num_hidden_layers", 4))
     fields["layer_types"] = ["full_attention" if layers == "full" or (i + 1) % 4 == 0 else "linear_attention"
                              for i in range(n)]
-    return {"family": family, "config": fields}
+    return ModelConfig(family=family, config=fields)
 
 
-def hf_weights(cfg: dict, vocab: int) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+def hf_weights(cfg: ModelConfig, vocab: int) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
     from rl.models.qwen3_5 import FAMILIES, text_config
 
     config = text_config(cfg, vocab)
     torch.manual_seed(0)
     with torch.device("cuda"):
-        model = FAMILIES[cfg["family"]][1](config).float().eval()
+        model = FAMILIES[cfg.family][1](config).float().eval()
     return model, model.state_dict()
 
 
@@ -144,17 +151,17 @@ def main() -> None:
     dist.init_process_group("nccl")
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
-    from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
+    from rl.config import OptimizerConfig, ParallelConfig, PolicyConfig
     from rl.metrics.mfu import device_class, mfu, theoretical_tflops
     from rl.models import token_logprobs
     from rl.models.flops import total_flops
 
     cfg = model_cfg(args.model, args.layers, args.num_layers, args.linear_widths)
-    vocab = int(cfg["config"].get("vocab_size", 64))
+    vocab = int(cfg.config.get("vocab_size", 64))
     hf, weights = hf_weights(cfg, vocab)
     t0 = time.perf_counter()
     backend = get_backend("megatron")(
-        model=ModelConfig(**cfg), vocab_size=vocab, weights=weights, seed=0, policy=PolicyConfig(
+        model=cfg, vocab_size=vocab, weights=weights, seed=0, policy=PolicyConfig(
             backend="megatron", micro_batch_size=args.mbs, logprob_batch_size=args.logprob_mbs,
             optimizer=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0),
             parallel=ParallelConfig(tp=args.tp, ep=args.ep, cp=args.cp, pp=args.pp, sp=args.sp),

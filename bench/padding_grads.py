@@ -22,10 +22,14 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 import yaml
+
+if TYPE_CHECKING:
+    from rl.config import ModelConfig
 
 BASE = Path(__file__).resolve().parents[1] / "recipes" / "_base" / "qwen3_5_35b.yaml"
 VOCAB = 64
@@ -36,14 +40,16 @@ BATCHES = {"mixed_short": ([8, 16, 10, 13, 9, 16, 11, 14], 4), "equal_short": ([
            "mixed_long": ([40, 150, 70, 129, 65, 100, 33, 150], 20), "equal_long": ([150] * 8, 20)}
 
 
-def twin_config(layers: str) -> dict:
+def twin_config(layers: str) -> ModelConfig:
     """The one-H200 LLM twin's model (`h200x1` of the base recipe), its router aux loss off (it
     counts the padding tokens' routing); `layers: full` makes every layer full attention."""
+    from rl.config import ModelConfig
+
     fields = dict(yaml.safe_load(BASE.read_text())["h200x1"]["model.config"])
     fields["router_aux_loss_coef"] = 0.0
     if layers == "full":
         fields["layer_types"] = ["full_attention"] * len(fields["layer_types"])
-    return {"family": "qwen3_5_moe", "config": fields}
+    return ModelConfig(family="qwen3_5_moe", config=fields)
 
 
 def rows_of(lengths: list[int], prompt: int, seed: int) -> dict[str, torch.Tensor]:
@@ -107,7 +113,7 @@ def main() -> None:
     dist.init_process_group("nccl" if cuda else "gloo")
     from rl.algorithms.loss import LossConfig
     from rl.backends import get_backend
-    from rl.config import ModelConfig, OptimizerConfig, PolicyConfig
+    from rl.config import OptimizerConfig, PolicyConfig
     from rl.models import build_model
 
     still = OptimizerConfig(lr=0.0, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=None)
@@ -116,7 +122,7 @@ def main() -> None:
         weights = build_model(cfg, vocab_size=VOCAB, seed=0).state_dict()
         for precision in args.precision:
             policy = PolicyConfig(backend="megatron", optimizer=still, micro_batch_size=8, precision=precision)
-            backend = get_backend("megatron")(model=ModelConfig(**cfg), policy=policy, vocab_size=VOCAB,
+            backend = get_backend("megatron")(model=cfg, policy=policy, vocab_size=VOCAB,
                                               weights=weights, seed=0)
             for name in args.batches:
                 lengths, prompt = BATCHES[name]

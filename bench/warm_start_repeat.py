@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from dataclasses import asdict
 
 import torch
 import yaml
@@ -29,7 +28,7 @@ def main() -> None:
     env = make_env(cfg.task, data=cfg.data, tokenizer=tokenizer)
     runs = []
     for _ in range(2):
-        model = build_model(asdict(cfg.model), vocab_size=len(tokenizer), seed=seed)
+        model = build_model(cfg.model, vocab_size=len(tokenizer), seed=seed)
         info = warm_start(model, tokenizer, env, cfg.algorithm.warm_start, seed=seed,
                           cache_dir=tempfile.mkdtemp(), device=device)
         runs.append((info, model.state_dict()))

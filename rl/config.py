@@ -334,6 +334,11 @@ class TeacherConfig(Section):
     warm_start: WarmStartConfig = section(WarmStartConfig, doc=(
         "the teacher's supervised warm start on the task, keys as `algorithm.warm_start`"))
 
+    @property
+    def modality(self) -> str:
+        """A teacher is a text model; the model builders read `modality` off either section."""
+        return "text"
+
 
 @dataclass(kw_only=True)
 class TaskConfig(Section):

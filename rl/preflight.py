@@ -150,9 +150,9 @@ def _checkpoint_shape_refusals(cfg: RunConfig) -> list[str]:
     from rl.models.qwen3_5 import text_config
     from rl.models.vision import vl_config
 
-    model = {"family": cfg.model.family, "path": cfg.model.path, "config": dict(cfg.model.config)}
+    model = cfg.model
     try:
-        built = vl_config(model, 1).text_config if cfg.model.modality == "vision" else text_config(model, 1)
+        built = vl_config(model, 1).text_config if model.modality == "vision" else text_config(model, 1)
     except Exception as error:  # noqa: BLE001 - HF raises many kinds on a config it cannot read; each a refusal
         return [_one_line(error, prefix="model.path")]
     return _shape_refusals(cfg, built.to_dict())

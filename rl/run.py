@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import traceback
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +257,7 @@ class Engine:
             model, config = None, _path_config(cfg.model, vocab_size)
             log.info("weights: every worker reads its own from model.path (megatron: its shards only)")
         else:
-            model = build_model(asdict(cfg.model), vocab_size=vocab_size, seed=alg.seed)
+            model = build_model(cfg.model, vocab_size=vocab_size, seed=alg.seed)
             config = model.config
         # HF-format checkpoints (checkpoint.hf_format) save through the driver's model and tokenizer.
         self.model, self.tokenizer = (model if cfg.checkpoint.hf_format else None), tokenizer
@@ -346,12 +346,11 @@ class Engine:
 
         cfg, t = self.cfg, self.cfg.teacher
         tokenizer = load_tokenizer(t.tokenizer)
-        model_cfg = {"family": t.family, "modality": "text", "path": t.path, "config": dict(t.config)}
-        model = build_model(model_cfg, vocab_size=len(tokenizer), seed=cfg.algorithm.seed)
+        model = build_model(t, vocab_size=len(tokenizer), seed=cfg.algorithm.seed)
         info = warm_start(model, tokenizer, env, t.warm_start, seed=cfg.algorithm.seed, device=device)
         log.info("teacher warm start: %s", info)
         projection = build_projection(student_tokenizer, tokenizer, topk=cfg.algorithm.distill.projection_topk)
-        spec = TeacherSpec(model_cfg=model_cfg, vocab_size=len(tokenizer), weights=model.state_dict(),
+        spec = TeacherSpec(model=t, vocab_size=len(tokenizer), weights=model.state_dict(),
                            projection=projection)
         return {"spec": spec, "flops_cfg": model.config,
                 "student_side": Side(tokenizer=student_tokenizer, texts=canonical_tokens(student_tokenizer)),
@@ -480,7 +479,7 @@ class Engine:
             if self.model is None:  # shard_reads: the driver builds its HF model at the first HF save
                 from rl.models import build_model
 
-                self.model = build_model(asdict(self.cfg.model), vocab_size=len(self.tokenizer),
+                self.model = build_model(self.cfg.model, vocab_size=len(self.tokenizer),
                                          seed=self.cfg.algorithm.seed)
             save_hf(self.model, self.tokenizer, state["policy"], path / "hf")
         if faults.at("checkpoint_corrupt", step):
@@ -509,10 +508,10 @@ def _path_config(model: ModelConfig, vocab_size: int) -> Any:
     if model.modality == "vision":
         from rl.models.vision import vl_config
 
-        return vl_config(asdict(model), vocab_size)
+        return vl_config(model, vocab_size)
     from rl.models.qwen3_5 import text_config
 
-    return text_config(asdict(model), vocab_size)
+    return text_config(model, vocab_size)
 
 
 def save_hf(model: Any, tokenizer: Any, weights: dict, out: Path) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -81,7 +80,7 @@ class TorchBackend:
         self.device = torch.device(device)
         if self.device.type == "cuda":
             torch.use_deterministic_algorithms(True, warn_only=True)
-        self.model = build_model(asdict(model), vocab_size=vocab_size, seed=seed)
+        self.model = build_model(model, vocab_size=vocab_size, seed=seed)
         self.model.load_state_dict(weights)
         self.model.to(self.device)
         for param in self.model.parameters():  # a checkpoint's tensors mapped from its file (CPU): own them,

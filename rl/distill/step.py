@@ -10,7 +10,7 @@ valid chunks nor samples.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -19,6 +19,9 @@ from rl.backends.train_step import add_metrics, micro_batches
 from rl.data.errors import DataIntegrityError
 from rl.distill.loss import DistillConfig, chunk_mask, xtoken_loss
 from rl.distill.projection import Projection
+
+if TYPE_CHECKING:
+    from rl.config import TeacherConfig
 
 __all__ = ["DISTILL_FIELDS", "TeacherSpec", "accumulate_distill_grads", "global_counts"]
 
@@ -30,7 +33,7 @@ DISTILL_FIELDS = ("input_ids", "attention_mask", "response_mask", "teacher_input
 class TeacherSpec:
     """What a policy rank needs to hold the teacher: its model, weights and the projection."""
 
-    model_cfg: dict[str, Any]
+    model: TeacherConfig
     vocab_size: int
     weights: dict[str, torch.Tensor]
     projection: Projection

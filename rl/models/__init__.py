@@ -1,6 +1,6 @@
 """Models of the `rl` engine: Qwen3.5 Hugging Face classes built from a config, and log-probs.
 
-    model = build_model(recipe["model"], vocab_size=len(tokenizer), seed=42)
+    model = build_model(cfg.model, vocab_size=len(tokenizer), seed=42)
     lp = token_logprobs(model, input_ids, attention_mask)   # [B, T], out[:, 0] = 0
 """
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from transformers import LlamaConfig, LlamaForCausalLM, PretrainedConfig, PreTrainedModel
 
 from rl.models.qwen3_5 import init_from_config, load_from_path, refuse_unknown_fields
-from rl.models.registry import config_registry, registry
+from rl.models.registry import ModelSection, config_registry, registry
 
 TINY_LLAMA: dict = {
     "hidden_size": 64,
@@ -40,13 +40,13 @@ def make_llama_config(overrides: dict, *, vocab_size: int) -> PretrainedConfig:
 
 
 @registry.register("llama")
-def build_llama(model_cfg: dict, *, vocab_size: int, seed: int) -> PreTrainedModel:
-    if model_cfg.get("modality", "text") != "text":
+def build_llama(model: ModelSection, *, vocab_size: int, seed: int) -> PreTrainedModel:
+    if model.modality != "text":
         raise ValueError("teacher: family 'llama' is text only in the rl engine")
-    overrides = dict(model_cfg.get("config") or {})
-    if model_cfg.get("path"):
+    overrides = dict(model.config)
+    if model.path:
         refuse_unknown_fields(LlamaConfig, overrides, prefix="teacher.config.")
-        return load_from_path(model_cfg["path"], LlamaForCausalLM, overrides, vocab_size).eval()
+        return load_from_path(model.path, LlamaForCausalLM, overrides, vocab_size).eval()
     return init_from_config(make_llama_config(overrides, vocab_size=vocab_size), LlamaForCausalLM, seed).eval()
 
 

@@ -23,7 +23,7 @@ from transformers import (
 
 from rl.model_source import resolve_model_dir
 from rl.models import gdn_kernels
-from rl.models.registry import config_registry, registry
+from rl.models.registry import ModelSection, config_registry, registry
 from rl.models.tiny_configs import tiny_config
 
 gdn_kernels.prepare()  # fla's kernels as this engine runs them, in every process that builds the model
@@ -75,15 +75,15 @@ def make_config(family: str, overrides: dict, *, vocab_size: int) -> PretrainedC
     return FAMILIES[family][0](**fields)
 
 
-def text_config(model_cfg: dict, vocab_size: int) -> PretrainedConfig:
+def text_config(model: ModelSection, vocab_size: int) -> PretrainedConfig:
     """The HF config the recipe's `model` section describes, without reading weights: `path`'s
     config.json with `config`'s fields over it, else the family's tiny defaults with them."""
-    family = model_cfg.get("family")
+    family = model.family
     if family not in FAMILIES:
         raise ValueError(f"model.family: the text families are {sorted(FAMILIES)}, got {family!r}")
-    overrides = dict(model_cfg.get("config") or {})
-    if model_cfg.get("path"):
-        directory = resolve_model_dir(model_cfg["path"])
+    overrides = dict(model.config)
+    if model.path:
+        directory = resolve_model_dir(model.path)
         return FAMILIES[family][0].from_pretrained(str(directory), local_files_only=True, **overrides)
     return make_config(family, overrides, vocab_size=vocab_size)
 
@@ -107,17 +107,17 @@ def load_from_path(path: str, model_cls: type[PreTrainedModel], overrides: dict,
 
 
 def _builder(family: str):
-    def build(model_cfg: dict, *, vocab_size: int, seed: int) -> PreTrainedModel:
-        if model_cfg.get("modality", "text") != "text":
+    def build(model: ModelSection, *, vocab_size: int, seed: int) -> PreTrainedModel:
+        if model.modality != "text":
             raise ValueError(f"model.modality: family {family!r} supports only 'text' in the rl engine")
-        overrides = dict(model_cfg.get("config") or {})
+        overrides = dict(model.config)
         model_cls = FAMILIES[family][1]
-        if model_cfg.get("path"):
+        if model.path:
             check_config_fields(family, overrides)
-            model = load_from_path(model_cfg["path"], model_cls, overrides, vocab_size)
+            built = load_from_path(model.path, model_cls, overrides, vocab_size)
         else:
-            model = init_from_config(make_config(family, overrides, vocab_size=vocab_size), model_cls, seed)
-        return model.eval()
+            built = init_from_config(make_config(family, overrides, vocab_size=vocab_size), model_cls, seed)
+        return built.eval()
 
     build.__name__ = f"build_{family}"
     return build

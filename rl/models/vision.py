@@ -13,6 +13,8 @@ families; from a path they are loaded offline.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from transformers import (
     PretrainedConfig,
@@ -27,8 +29,11 @@ from transformers import (
 
 from rl.model_source import resolve_model_dir
 from rl.models import gdn_kernels
-from rl.models.qwen3_5 import make_config, refuse_unknown_fields
+from rl.models.qwen3_5 import init_from_config, make_config, refuse_unknown_fields
 from rl.models.registry import vision_registry
+
+if TYPE_CHECKING:
+    from rl.config import ModelConfig
 
 __all__ = ["TINY_VISION_CONFIG", "VL_FAMILIES", "make_vl_config", "vision_token_ids"]
 
@@ -101,39 +106,29 @@ def make_vl_config(family: str, overrides: dict, *, vocab_size: int, token_ids: 
                       tie_word_embeddings=text.tie_word_embeddings, **token_ids)
 
 
-def vl_config(model_cfg: dict, vocab_size: int) -> PretrainedConfig:
+def vl_config(model: ModelConfig, vocab_size: int) -> PretrainedConfig:
     """The HF vision-language config the recipe's `model` section describes, without reading
     weights: `path`'s config.json, else the family's tiny defaults with `config`'s fields."""
-    family = model_cfg.get("family")
+    family = model.family
     if family not in VL_FAMILIES:
         raise ValueError(f"model.family: the vision families are {sorted(VL_FAMILIES)}, got {family!r}")
-    if model_cfg.get("path"):
-        return VL_FAMILIES[family][0].from_pretrained(str(resolve_model_dir(model_cfg["path"])),
-                                                      local_files_only=True)
-    token_ids = vision_token_ids(model_cfg.get("tokenizer") or "arith_vl")
-    return make_vl_config(family, dict(model_cfg.get("config") or {}), vocab_size=vocab_size, token_ids=token_ids)
-
-
-def _init_from_config(config: PretrainedConfig, model_cls: type[PreTrainedModel], seed: int) -> PreTrainedModel:
-    # fork_rng: seeding must not disturb the caller's global RNG stream.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = model_cls(config)
-    return model.to(torch.float32)
+    if model.path:
+        return VL_FAMILIES[family][0].from_pretrained(str(resolve_model_dir(model.path)), local_files_only=True)
+    token_ids = vision_token_ids(model.tokenizer or "arith_vl")
+    return make_vl_config(family, dict(model.config), vocab_size=vocab_size, token_ids=token_ids)
 
 
 def _builder(family: str):
-    def build(model_cfg: dict, *, vocab_size: int, seed: int) -> PreTrainedModel:
+    def build(model: ModelConfig, *, vocab_size: int, seed: int) -> PreTrainedModel:
         model_cls = VL_FAMILIES[family][2]
-        overrides = dict(model_cfg.get("config") or {})
-        if model_cfg.get("path"):
-            path = resolve_model_dir(model_cfg["path"])
-            model = model_cls.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
+        if model.path:
+            path = resolve_model_dir(model.path)
+            built = model_cls.from_pretrained(str(path), local_files_only=True, dtype=torch.float32)
         else:
-            token_ids = vision_token_ids(model_cfg.get("tokenizer") or "arith_vl")
-            config = make_vl_config(family, overrides, vocab_size=vocab_size, token_ids=token_ids)
-            model = _init_from_config(config, model_cls, seed)
-        return model.eval()
+            token_ids = vision_token_ids(model.tokenizer or "arith_vl")
+            config = make_vl_config(family, dict(model.config), vocab_size=vocab_size, token_ids=token_ids)
+            built = init_from_config(config, model_cls, seed)
+        return built.eval()
 
     build.__name__ = f"build_{family}_vl"
     return build

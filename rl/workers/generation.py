@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -62,7 +61,7 @@ class GenerationWorker(WorkerBase):
         `shard_reads`)."""
         if weights is None and not model.path:
             raise ValueError(f"{self.name}: no weights given and model.path is not set")
-        self.model = build_model(asdict(model), vocab_size=vocab_size, seed=seed)
+        self.model = build_model(model, vocab_size=vocab_size, seed=seed)
         if weights is not None:
             self.model.load_state_dict(weights)
         self.model.to(device=self.device, dtype=self.dtype)

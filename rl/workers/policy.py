@@ -155,7 +155,7 @@ class PolicyWorker(WorkerBase):
     def _setup_teacher(self, spec: Any) -> None:
         from rl.models import build_model
 
-        self.teacher = build_model(spec.model_cfg, vocab_size=spec.vocab_size, seed=0)
+        self.teacher = build_model(spec.model, vocab_size=spec.vocab_size, seed=0)
         self.teacher.load_state_dict(spec.weights)
         self.teacher.to(self.device).eval().requires_grad_(False)
         self.projection = spec.projection

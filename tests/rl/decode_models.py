@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from rl.config import ModelConfig
 from rl.models import build_model
 from rl.tokenizer import load_tokenizer
 
@@ -12,7 +13,7 @@ VOCAB, PAD, EOS = 52, 0, 1  # the text models' vocabulary and special ids
 
 
 def text_model(family: str) -> torch.nn.Module:
-    m = build_model({"family": family, "config": {}}, vocab_size=VOCAB, seed=0)
+    m = build_model(ModelConfig(family=family), vocab_size=VOCAB, seed=0)
     with torch.no_grad():
         m.lm_head.weight[EOS] *= 25
     return m
@@ -21,8 +22,8 @@ def text_model(family: str) -> torch.nn.Module:
 def vision_model() -> tuple[torch.nn.Module, object]:
     """The VL class (one gated-delta-net and one attention layer) and its tokenizer, arith_vl."""
     tok = load_tokenizer("arith_vl")
-    cfg = {"family": "qwen3_5", "modality": "vision", "tokenizer": "arith_vl",
-           "config": {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}}
+    cfg = ModelConfig(family="qwen3_5", modality="vision", tokenizer="arith_vl",
+                      config={"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2})
     m = build_model(cfg, vocab_size=len(tok), seed=0)
     with torch.no_grad():
         m.lm_head.weight[tok.eos_token_id] *= 12

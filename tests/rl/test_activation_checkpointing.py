@@ -31,10 +31,10 @@ def _train(backend_name: str, checkpointing: bool) -> dict:
     from rl.config import ModelConfig, OptimizerConfig, PolicyConfig
     from rl.models import build_model
 
-    cfg = {"family": "qwen3_5_moe", "config": {"layer_types": LAYER_TYPES, "num_hidden_layers": len(LAYER_TYPES),
-                                               "router_aux_loss_coef": 0.0}}
+    cfg = ModelConfig(family="qwen3_5_moe", config={"layer_types": LAYER_TYPES, "num_hidden_layers": len(LAYER_TYPES),
+                                                    "router_aux_loss_coef": 0.0})
     backend = get_backend(backend_name)(
-        model=ModelConfig(**cfg), vocab_size=VOCAB, seed=0,
+        model=cfg, vocab_size=VOCAB, seed=0,
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
         policy=PolicyConfig(micro_batch_size=2, activation_checkpointing=checkpointing, optimizer=OptimizerConfig(
             lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)))

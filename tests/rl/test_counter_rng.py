@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from rl.config import ModelConfig
 from rl.generation import generate, row_seeds
 from rl.generation.sampler import (
     MAX_ROWS,
@@ -117,7 +118,7 @@ def test_draw_tokens_bans_and_goes_greedy() -> None:
 
 
 def test_eager_and_static_loops_draw_the_same_tokens_from_the_counter() -> None:
-    m = build_model({"family": "qwen3_5", "config": {}}, vocab_size=52, seed=0)
+    m = build_model(ModelConfig(family="qwen3_5"), vocab_size=52, seed=0)
     ids = torch.randint(4, 52, (6, 5), generator=torch.Generator().manual_seed(1))
     args = dict(max_new_tokens=12, temperature=1.0, eos_token_id=1, pad_token_id=0, seeds=row_seeds(3, 6))
     eager = generate(m, ids, counter_rng=True, **args)

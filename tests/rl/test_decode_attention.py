@@ -15,6 +15,7 @@ import torch
 from decode_models import EOS, PAD, VOCAB, text_model, vision_model
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from rl.config import ModelConfig
 from rl.generation import generate, row_seeds
 from rl.generation.decode_attention import (
     FLASH_DECODE,
@@ -115,10 +116,10 @@ def test_every_model_class_samples_the_same_tokens(name: str, loop: str) -> None
 def test_the_default_is_grouped_sdpa_and_the_split_k_kernel_falls_back_to_it_without_triton() -> None:
     """The engine's default stays sdpa's kernel until an H200 has run the split-K one; without
     Triton (CI) or off a GPU the flash name is grouped sdpa; the kernel: test_flash_decode.py."""
-    model = build_model({"family": "qwen3_5", "config": {}}, vocab_size=VOCAB, seed=0)
+    model = build_model(ModelConfig(family="qwen3_5"), vocab_size=VOCAB, seed=0)
     assert use_grouped_decode_attention(model)
     assert model.config.get_text_config()._attn_implementation == GROUPED_DECODE
-    model = build_model({"family": "qwen3_5", "config": {}}, vocab_size=VOCAB, seed=0)
+    model = build_model(ModelConfig(family="qwen3_5"), vocab_size=VOCAB, seed=0)
     assert use_grouped_decode_attention(model, flash=True)
     assert model.config.get_text_config()._attn_implementation == FLASH_DECODE
     q, k, v, mask = _qkv(3, 2, 4, 1, dim=16)
@@ -128,7 +129,7 @@ def test_the_default_is_grouped_sdpa_and_the_split_k_kernel_falls_back_to_it_wit
 
 
 def test_a_model_on_another_implementation_keeps_it() -> None:
-    model = build_model({"family": "qwen3_5", "config": {}}, vocab_size=VOCAB, seed=0)
+    model = build_model(ModelConfig(family="qwen3_5"), vocab_size=VOCAB, seed=0)
     model.config._attn_implementation = "eager"
     assert not use_grouped_decode_attention(model)
     assert model.config._attn_implementation == "eager"

@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from rl.config import TaskConfig
+from rl.config import ModelConfig, TaskConfig
 from rl.envs import EOS_FREE_TASKS, make_env
 from rl.generation import generate
 from rl.models import build_model
@@ -45,8 +45,8 @@ def test_bad_params_are_refused_by_name() -> None:
 
 def test_no_row_ends_before_max_new_tokens_with_the_engines_ignore_eos_id() -> None:
     tokenizer = load_tokenizer("arith")
-    model = build_model({"family": "qwen3_5", "config": {"num_hidden_layers": 2,
-                                                         "layer_types": ["full_attention"] * 2}},
+    model = build_model(ModelConfig(family="qwen3_5", config={"num_hidden_layers": 2,
+                                                              "layer_types": ["full_attention"] * 2}),
                         vocab_size=len(tokenizer), seed=0)
     with torch.no_grad():  # eos the only token with a non-zero logit: rows end early (seeded, always the same)
         model.lm_head.weight.zero_()

@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rl.config import ModelConfig
 from rl.data.errors import DataIntegrityError
 from rl.generation import generate, row_seeds
 from rl.generation.generation import FIELDS
@@ -207,7 +208,7 @@ def test_balance_is_the_busiest_replicas_decoded_tokens_over_the_mean() -> None:
 
 
 def test_a_real_model_gives_the_same_tokens_on_one_two_and_three_replicas() -> None:
-    m = build_model({"family": "qwen3_5", "config": {}}, vocab_size=VOCAB, seed=0)
+    m = build_model(ModelConfig(family="qwen3_5"), vocab_size=VOCAB, seed=0)
     with torch.no_grad():  # a louder eos logit: rows end at different steps
         m.lm_head.weight[EOS] *= 25
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rl.config import ModelConfig
 from rl.generation import Generation, decode_responses, generate, row_seeds
 from rl.models import build_model, token_logprobs
 from rl.tokenizer import load_tokenizer
@@ -14,7 +15,7 @@ VOCAB, PAD, EOS = 52, 0, 1
 
 
 def tiny(family: str, eos_boost: float = 0.0) -> torch.nn.Module:
-    model = build_model({"family": family, "config": {}}, vocab_size=VOCAB, seed=0)
+    model = build_model(ModelConfig(family=family), vocab_size=VOCAB, seed=0)
     with torch.no_grad():
         # Make eos likely (~1/4 per step) so that rows end at different steps.
         model.lm_head.weight[EOS] += eos_boost * model.model.norm.weight.sign()

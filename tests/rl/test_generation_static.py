@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rl.config import ModelConfig
 from rl.generation import generate, row_seeds
 from rl.generation.decode_mode import fp32_experts, resolve_decode
 from rl.generation.static_decode import StaticDecoder, batch_bucket
@@ -19,7 +20,7 @@ FIELDS = ("input_ids", "attention_mask", "response_mask", "lengths", "truncated"
 
 
 def model(family: str) -> torch.nn.Module:
-    m = build_model({"family": family, "config": {}}, vocab_size=VOCAB, seed=0)
+    m = build_model(ModelConfig(family=family), vocab_size=VOCAB, seed=0)
     with torch.no_grad():  # eos likelier at some steps than others, so that rows end at different steps
         m.lm_head.weight[EOS] *= 25
     return m

@@ -28,8 +28,8 @@ def tok():
     return load_tokenizer("arith_vl")
 
 
-def model_cfg(family: str) -> dict:
-    return {"family": family, "modality": "vision", "path": None, "tokenizer": "arith_vl", "config": TEXT}
+def model_cfg(family: str) -> ModelConfig:
+    return ModelConfig(family=family, modality="vision", tokenizer="arith_vl", config=TEXT)
 
 
 def vl_model(tok, family: str) -> torch.nn.Module:
@@ -133,7 +133,7 @@ def test_the_generation_worker_hands_the_images_to_the_static_decoder(tok) -> No
     out = {}
     for decode in ("eager", "static"):
         worker = GenerationWorker(name=f"generation-{decode}", rank=0, env_keys=[], decode=decode)
-        worker.setup(model=ModelConfig(**model_cfg("qwen3_5")), vocab_size=len(tok), seed=0, weights=m.state_dict())
+        worker.setup(model=model_cfg("qwen3_5"), vocab_size=len(tok), seed=0, weights=m.state_dict())
         out[decode] = worker.generate(ids, seeds=row_seeds(3, len(ids)), **images, **args)
     assert isinstance(worker.decoder, StaticDecoder)
     for name in FIELDS:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rl.config import ModelConfig
 from rl.data.errors import DataIntegrityError
 from rl.generation import generate, row_seeds
 from rl.generation.length_buckets import INVARIANT, decode_in_groups, length_groups
@@ -34,7 +35,7 @@ def test_groups_are_near_equal_runs_of_the_stably_sorted_lengths() -> None:
 
 
 def model() -> torch.nn.Module:
-    m = build_model({"family": "qwen3_5", "config": {}}, vocab_size=VOCAB, seed=0)
+    m = build_model(ModelConfig(family="qwen3_5"), vocab_size=VOCAB, seed=0)
     with torch.no_grad():  # a louder eos logit: rows end at different steps
         m.lm_head.weight[EOS] *= 25
     return m

@@ -17,7 +17,8 @@ from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
 
 VOCAB, ROWS, LENGTH = 64, 10, 14
 OPT = OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
-CFG = {"family": "qwen3_5", "config": {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}}
+CFG = ModelConfig(family="qwen3_5",
+                  config={"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2})
 
 
 def _rows() -> tuple[torch.Tensor, torch.Tensor]:
@@ -37,7 +38,7 @@ def _logprobs(backend_name: str, sizes: list[int | None], packed: bool, parallel
     out = []
     for size in sizes:
         backend = get_backend(backend_name)(
-            model=ModelConfig(**CFG), vocab_size=VOCAB, weights=weights, seed=0, policy=PolicyConfig(
+            model=CFG, vocab_size=VOCAB, weights=weights, seed=0, policy=PolicyConfig(
                 optimizer=OPT, micro_batch_size=4, parallel=ParallelConfig(**(parallel or {})),
                 logprob_batch_size=size,
                 sequence_packing=SequencePackingConfig(enabled=packed, max_tokens_per_row=2 * LENGTH)))

@@ -30,7 +30,7 @@ if importlib.util.find_spec("megatron") is None:
 pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=25)]  # the file: 12 s alone on 2 cores, x2 in CI
 
 VOCAB = 32
-MODEL = {"family": "qwen3_5", "config": {"layer_types": ["full_attention"], "num_hidden_layers": 1}}
+MODEL = ModelConfig(family="qwen3_5", config={"layer_types": ["full_attention"], "num_hidden_layers": 1})
 OPT = OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=None,
                       warmup_steps=2, warmup_init_lr=1e-4, decay="linear", decay_steps=4, min_lr=1e-5)
 STEPS = (1, 2, 3)
@@ -43,7 +43,7 @@ def _batch() -> dict[str, torch.Tensor]:
 def _backend(name: str, weights: dict[str, torch.Tensor]):
     from rl.backends import get_backend
 
-    return get_backend(name)(model=ModelConfig(**MODEL), vocab_size=VOCAB, seed=0, weights=weights,
+    return get_backend(name)(model=MODEL, vocab_size=VOCAB, seed=0, weights=weights,
                              policy=PolicyConfig(micro_batch_size=2, optimizer=OPT))
 
 

@@ -31,9 +31,9 @@ def _counts(rank: int, port: int) -> dict:
     from rl.models import build_model
 
     one_gloo_rank(port)
-    cfg = {"family": "qwen3_5", "config": {"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2}}
+    cfg = ModelConfig(family="qwen3_5", config={"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2})
     backend = get_backend("megatron")(
-        model=ModelConfig(**cfg), vocab_size=VOCAB, seed=0,
+        model=cfg, vocab_size=VOCAB, seed=0,
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
         policy=PolicyConfig(micro_batch_size=2, parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False),
                             optimizer=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8,
@@ -65,15 +65,15 @@ def _hybrid(rank: int, port: int, opaque: bool = False) -> dict:
     from rl.models import build_model
 
     one_gloo_rank(port)
-    cfg = {"family": "qwen3_5", "config": {"layer_types": ["linear_attention", "full_attention"],
-                                           "num_hidden_layers": 2}}
+    cfg = ModelConfig(family="qwen3_5", config={"layer_types": ["linear_attention", "full_attention"],
+                                                "num_hidden_layers": 2})
     weights = build_model(cfg, vocab_size=VOCAB, seed=0).state_dict()
     batch = train_batch(vocab=VOCAB, seed=1, length=16)
     losses, layers = [], None
     for compiled in (False, True):  # the eager run: the torch stand-ins, no custom ops
         shims.OPAQUE_GDN_OPS = compiled and opaque
         backend = get_backend("megatron")(
-            model=ModelConfig(**cfg), vocab_size=VOCAB, seed=0, weights=weights,
+            model=cfg, vocab_size=VOCAB, seed=0, weights=weights,
             policy=PolicyConfig(micro_batch_size=2, parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False),
                                 optimizer=OptimizerConfig(lr=1e-5, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8,
                                                           grad_clip=1.0)))

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rl.backends.megatron import convert as conv
+from rl.config import ModelConfig
 from rl.models import build_model
 
 FULL_ATTENTION = {"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2}
@@ -17,7 +18,7 @@ HYBRID = {"layer_types": ["linear_attention", "full_attention"], "num_hidden_lay
                 ids=["dense", "moe", "dense-hybrid", "moe-hybrid"])
 def hf(request):
     family, config = request.param
-    return build_model({"family": family, "config": config}, vocab_size=16, seed=3)
+    return build_model(ModelConfig(family=family, config=config), vocab_size=16, seed=3)
 
 
 def test_round_trip_is_bitwise(hf) -> None:
@@ -64,7 +65,7 @@ def test_shards_join_back_to_the_full_dict(hf, tp: int, ep: int) -> None:
 def test_experts_are_hf_stacked_tensors_and_expert_tp_splits_each_matrix() -> None:
     """A MoE layer has two expert weights, HF's own [E, out, in] tensors; under expert-TP each
     expert's fc1 keeps its gate and up halves, fc2 its columns, and the parts join back."""
-    hf = build_model({"family": "qwen3_5_moe", "config": FULL_ATTENTION}, vocab_size=16, seed=3)
+    hf = build_model(ModelConfig(family="qwen3_5_moe", config=FULL_ATTENTION), vocab_size=16, seed=3)
     sd, experts = hf.state_dict(), hf.config.num_experts
     full = conv.hf_to_mcore(sd, hf.config)
     assert [k for k in full if k.startswith("decoder.layers.0.mlp.experts.")] == [
@@ -100,7 +101,7 @@ def test_gdn_in_proj_shard_holds_each_section_of_its_own_heads() -> None:
 
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
 def test_gdn_layout_maps_hf_projections(family: str) -> None:
-    hf = build_model({"family": family, "config": HYBRID}, vocab_size=16, seed=3)
+    hf = build_model(ModelConfig(family=family, config=HYBRID), vocab_size=16, seed=3)
     cfg = hf.config
     sd = hf.state_dict()
     full = conv.hf_to_mcore(sd, cfg)

@@ -33,10 +33,10 @@ def _compiled_on_cpu(rank: int, port: int) -> dict:
     from rl.models import build_model
 
     one_gloo_rank(port)
-    cfg = {"family": "qwen3_5_moe",
-           "config": {"layer_types": ["linear_attention"] * 3 + ["full_attention"], "router_aux_loss_coef": 0.0}}
+    cfg = ModelConfig(family="qwen3_5_moe", config={"layer_types": ["linear_attention"] * 3 + ["full_attention"],
+                                                    "router_aux_loss_coef": 0.0})
     backend = get_backend("megatron")(
-        model=ModelConfig(**cfg), vocab_size=VOCAB, seed=0,
+        model=cfg, vocab_size=VOCAB, seed=0,
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
         policy=PolicyConfig(micro_batch_size=2, parallel=ParallelConfig(),
                             optimizer=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8,

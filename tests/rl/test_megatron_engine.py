@@ -112,6 +112,7 @@ def _check_hf_copy(run_dir: Path, step: int) -> None:
     # differently (a released Qwen checkpoint's tokenizer is that class, so it loads either way).
     from transformers import PreTrainedTokenizerFast, Qwen3_5MoeForCausalLM
 
+    from rl.config import ModelConfig
     from rl.models import build_model, token_logprobs
     from rl.tokenizer import load_tokenizer
 
@@ -119,7 +120,7 @@ def _check_hf_copy(run_dir: Path, step: int) -> None:
     ckpt = run_dir / "checkpoints" / f"step_{step}"
     policy = torch.load(ckpt / "tensors.pt", weights_only=False)["policy"]
     tok = load_tokenizer(recipe["model"]["tokenizer"], model_path=recipe["model"]["path"])
-    engine_model = build_model(recipe["model"], vocab_size=len(tok), seed=0)
+    engine_model = build_model(ModelConfig(**recipe["model"]), vocab_size=len(tok), seed=0)
     engine_model.load_state_dict(policy)  # strict: the gathered weights are a full HF state dict
     loaded = Qwen3_5MoeForCausalLM.from_pretrained(str(ckpt / "hf"), local_files_only=True).eval()
     hf_tok = PreTrainedTokenizerFast.from_pretrained(str(ckpt / "hf"), local_files_only=True)

@@ -20,13 +20,15 @@ import torch
 from rank_processes import one_gloo_rank, run_ranks
 from train_batches import train_batch
 
+from rl.config import ModelConfig
+
 if importlib.util.find_spec("megatron") is None:
     pytest.skip("megatron-core not installed", allow_module_level=True)
 
 VOCAB, LAYERS = 32, 2
 pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=30)]  # the file, measured on 2 shared cores
-CFG = {"family": "qwen3_5_moe", "config": {"layer_types": ["full_attention"] * LAYERS,
-                                           "num_hidden_layers": LAYERS, "router_aux_loss_coef": 0.0}}
+CFG = ModelConfig(family="qwen3_5_moe", config={"layer_types": ["full_attention"] * LAYERS,
+                                                "num_hidden_layers": LAYERS, "router_aux_loss_coef": 0.0})
 
 
 def _batch() -> dict[str, torch.Tensor]:
@@ -35,11 +37,11 @@ def _batch() -> dict[str, torch.Tensor]:
 
 def _backend():
     from rl.backends import get_backend
-    from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
+    from rl.config import OptimizerConfig, ParallelConfig, PolicyConfig
     from rl.models import build_model
 
     return get_backend("megatron")(
-        model=ModelConfig(**CFG), vocab_size=VOCAB, seed=0,
+        model=CFG, vocab_size=VOCAB, seed=0,
         weights=build_model(CFG, vocab_size=VOCAB, seed=0).state_dict(),
         policy=PolicyConfig(micro_batch_size=4,  # one forward per call
                             parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False),

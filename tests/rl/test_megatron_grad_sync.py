@@ -58,10 +58,10 @@ def _train(rank: int, port: int, overlap: bool) -> dict:
         plain_start_remaining(ddp)
 
     grad_sync.start_remaining = spy
-    cfg = {"family": "qwen3_5", "config": {"layer_types": ["linear_attention", "full_attention"],
-                                           "num_hidden_layers": 2}}
+    cfg = ModelConfig(family="qwen3_5", config={"layer_types": ["linear_attention", "full_attention"],
+                                                "num_hidden_layers": 2})
     backend = get_backend("megatron")(
-        model=ModelConfig(**cfg), vocab_size=VOCAB, seed=0,
+        model=cfg, vocab_size=VOCAB, seed=0,
         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(),
         policy=PolicyConfig(micro_batch_size=2, parallel=ParallelConfig(tp=1, ep=1, cp=1, pp=1, sp=False),
                             optimizer=OptimizerConfig(lr=1e-3, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8,

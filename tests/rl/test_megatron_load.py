@@ -41,13 +41,11 @@ LAYOUTS = {  # name -> (tp, ep, pp)
 }
 
 
-def _model_cfg(twin: str, path: str | None = None) -> dict:
+def _model_cfg(twin: str, path: str | None = None) -> ModelConfig:
     family, modality, fields, _ = TWINS[twin]
-    cfg = {"family": family, "modality": modality, "config": {"layer_types": LAYER_TYPES, **fields},
-           "path": path}
-    if modality == "vision":
-        cfg.update(tokenizer="arith_vl", config={})  # the VL twin's own config (hybrid already)
-    return cfg
+    if modality == "vision":  # the VL twin's own config (hybrid already)
+        return ModelConfig(family=family, modality=modality, tokenizer="arith_vl", path=path)
+    return ModelConfig(family=family, modality=modality, config={"layer_types": LAYER_TYPES, **fields}, path=path)
 
 
 def _save(twin: str, out: Path) -> Path:
@@ -198,7 +196,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, cases: list) -> None
     for i, (twin, path, parallel) in enumerate(cases):
         cfg = _model_cfg(twin, path)
         vocab = VL_VOCAB if TWINS[twin][1] == "vision" else VOCAB
-        kwargs = dict(model=ModelConfig(**cfg), vocab_size=vocab, seed=0,
+        kwargs = dict(model=cfg, vocab_size=vocab, seed=0,
                       policy=PolicyConfig(optimizer=OPT, micro_batch_size=2, parallel=ParallelConfig(**parallel)))
         params = {}
         for mode in ("whole", "path"):

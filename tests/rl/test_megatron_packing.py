@@ -106,9 +106,9 @@ def _run(twin: str, parallel: dict, control: str | None, world: int, fields: dic
     from rl.models import build_model
 
     family, layers = TWINS[twin]
-    cfg = {"family": family, "config": {"layer_types": layers, **fields}}
+    cfg = ModelConfig(family=family, config={"layer_types": layers, **fields})
     if family == "qwen3_5_moe":
-        cfg["config"]["router_aux_loss_coef"] = 0.0
+        cfg.config["router_aux_loss_coef"] = 0.0
     weights = build_model(cfg, vocab_size=VOCAB, seed=0).state_dict()
     batch = _batch()
     num_tokens = int(batch["response_mask"].sum())
@@ -117,7 +117,7 @@ def _run(twin: str, parallel: dict, control: str | None, world: int, fields: dic
                           ("packed", SequencePackingConfig(enabled=True, max_tokens_per_row=BUDGET))):
         policy = PolicyConfig(optimizer=OPT, micro_batch_size=MICRO, parallel=ParallelConfig(**parallel),
                               sequence_packing=packing)
-        backend = get_backend("megatron")(model=ModelConfig(**cfg), policy=policy, vocab_size=VOCAB,
+        backend = get_backend("megatron")(model=cfg, policy=policy, vocab_size=VOCAB,
                                           weights=weights, seed=0)
         share = ROWS // backend.dp_size
         mine = {k: v[backend.dp_rank * share:(backend.dp_rank + 1) * share] for k, v in batch.items()}

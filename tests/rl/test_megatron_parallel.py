@@ -44,14 +44,14 @@ LAYER_TYPES = ["linear_attention"] * 3 + ["full_attention"]
 IMAGE_SIDE = 16  # pixels: a 4 x 4 patch grid, 2 x 2 = 4 image tokens per row
 
 
-def _model_cfg(family: str) -> dict:
+def _model_cfg(family: str) -> ModelConfig:
     fields: dict = {"layer_types": LAYER_TYPES}
     base = family.removesuffix("_vl")
     if base == "qwen3_5_moe":
         fields["router_aux_loss_coef"] = 0.0
     if family.endswith("_vl"):
-        return {"family": base, "modality": "vision", "tokenizer": "arith_vl", "config": fields}
-    return {"family": base, "config": fields}
+        return ModelConfig(family=base, modality="vision", tokenizer="arith_vl", config=fields)
+    return ModelConfig(family=base, config=fields)
 
 
 def _vocab(family: str) -> int:
@@ -109,7 +109,7 @@ def _case(world: int, family: str, parallel: dict) -> dict:
 
     cfg = _model_cfg(family)
     weights = build_model(cfg, vocab_size=_vocab(family), seed=0).state_dict()
-    kwargs = dict(model=ModelConfig(**cfg), vocab_size=_vocab(family), weights=weights, seed=0)
+    kwargs = dict(model=cfg, vocab_size=_vocab(family), weights=weights, seed=0)
     policy = PolicyConfig(optimizer=OPT, micro_batch_size=2)
     backend = get_backend("megatron")(**kwargs, policy=replace(policy, parallel=ParallelConfig(**parallel)))
     share = ROWS // backend.dp_size

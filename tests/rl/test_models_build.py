@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from rl.config import ModelConfig
 from rl.models import build_model, registry, tiny_config, token_logprobs
 
 torch.set_num_threads(1)
@@ -14,8 +16,8 @@ FAMILIES = ["qwen3_5", "qwen3_5_moe"]
 VOCAB = 52
 
 
-def cfg(family: str, **config) -> dict:
-    return {"family": family, "modality": "text", "path": None, "config": config}
+def cfg(family: str, **config) -> ModelConfig:
+    return ModelConfig(family=family, config=config)
 
 
 def state_equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
@@ -52,7 +54,7 @@ def test_registry_and_errors() -> None:
     assert set(FAMILIES) <= set(registry)
     with pytest.raises(ValueError, match="already registered"):
         registry["qwen3_5"] = registry["qwen3_5"]
-    with pytest.raises(ValueError, match="model.family"):
+    with pytest.raises(ValueError, match="family: 'gpt2'"):
         build_model(cfg("gpt2"), vocab_size=VOCAB, seed=0)
     with pytest.raises(ValueError, match="model.config.hiden_size.*hidden_size"):
         build_model(cfg("qwen3_5", hiden_size=32), vocab_size=VOCAB, seed=0)
@@ -60,10 +62,10 @@ def test_registry_and_errors() -> None:
         build_model(cfg("qwen3_5", vocab_size=10), vocab_size=VOCAB, seed=0)
     with pytest.raises(ValueError, match="model.config.layer_types"):
         build_model(cfg("qwen3_5", layer_types=["full_attention"]), vocab_size=VOCAB, seed=0)
-    with pytest.raises(ValueError, match="model.modality"):
-        build_model({**cfg("qwen3_5"), "modality": "audio"}, vocab_size=VOCAB, seed=0)
+    with pytest.raises(ValueError, match="modality: 'audio'"):
+        build_model(replace(cfg("qwen3_5"), modality="audio"), vocab_size=VOCAB, seed=0)
     with pytest.raises(ValueError, match="model.path"):
-        build_model({**cfg("qwen3_5"), "path": "/nonexistent/ckpt"}, vocab_size=VOCAB, seed=0)
+        build_model(replace(cfg("qwen3_5"), path="/nonexistent/ckpt"), vocab_size=VOCAB, seed=0)
     assert tiny_config("qwen3_5")["num_hidden_layers"] == 4
 
 
@@ -71,7 +73,7 @@ def test_registry_and_errors() -> None:
 def test_from_path_round_trip(family: str, tmp_path: Path) -> None:
     model = build_model(cfg(family), vocab_size=VOCAB, seed=3)
     model.save_pretrained(tmp_path / "ckpt")
-    loaded = build_model({**cfg(family), "path": str(tmp_path / "ckpt")}, vocab_size=VOCAB, seed=99)
+    loaded = build_model(replace(cfg(family), path=str(tmp_path / "ckpt")), vocab_size=VOCAB, seed=99)
     assert state_equal(model, loaded)
 
 

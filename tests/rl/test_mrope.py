@@ -7,6 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rl.config import ModelConfig
 from rl.models import build_model
 from rl.models.mrope import mrope_angles, mrope_position_ids, mrope_section_of
 from rl.tokenizer import load_tokenizer
@@ -16,8 +17,8 @@ IMAGE, START, END = 54, 52, 53
 
 @pytest.fixture(scope="module")
 def hf_model():
-    cfg = {"family": "qwen3_5_moe", "modality": "vision", "tokenizer": "arith_vl",
-           "config": {"layer_types": ["full_attention"], "num_hidden_layers": 1}}
+    cfg = ModelConfig(family="qwen3_5_moe", modality="vision", tokenizer="arith_vl",
+                      config={"layer_types": ["full_attention"], "num_hidden_layers": 1})
     return build_model(cfg, vocab_size=len(load_tokenizer("arith_vl")), seed=0)
 
 

@@ -25,7 +25,8 @@ from rl.backends.offload import ALIGN, HostArena, HostOffload, state_tensors
 from rl.config import ModelConfig, OptimizerConfig, PolicyConfig
 
 VOCAB = 32
-MODEL = {"family": "qwen3_5", "config": {"layer_types": ["full_attention", "linear_attention"], "num_hidden_layers": 2}}
+MODEL = ModelConfig(family="qwen3_5",
+                    config={"layer_types": ["full_attention", "linear_attention"], "num_hidden_layers": 2})
 OPT = OptimizerConfig(lr=1e-3, weight_decay=0.01, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
 MEGATRON = importlib.util.find_spec("megatron") is not None
 
@@ -133,7 +134,7 @@ def _backend(case: dict, weights: dict[str, torch.Tensor]):
     extra = {"device": case["device"]} if case["backend"] == "torch" else {}
     policy = PolicyConfig(micro_batch_size=2, optimizer=OPT, precision=case["precision"],
                           distributed_optimizer=case["distributed_optimizer"])
-    return get_backend(case["backend"])(model=ModelConfig(**MODEL), policy=policy, vocab_size=VOCAB, seed=0,
+    return get_backend(case["backend"])(model=MODEL, policy=policy, vocab_size=VOCAB, seed=0,
                                         weights=weights, **extra)
 
 

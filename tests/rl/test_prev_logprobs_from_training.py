@@ -26,7 +26,8 @@ from rl.workers.group import PolicyGroup
 
 VOCAB, ROWS, LENGTH, PROMPT = 64, 6, 14, 4
 OPT = OptimizerConfig(lr=1e-2, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
-CFG = {"family": "qwen3_5", "config": {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}}
+CFG = ModelConfig(family="qwen3_5",
+                  config={"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2})
 PASS = LossConfig(is_correction=True)
 TRAINING = dataclasses.replace(PASS, prev_logprobs="training")
 
@@ -51,7 +52,7 @@ def _both_ways(backend_name: str, packed: bool) -> dict[str, object]:
 
     def backend():
         return get_backend(backend_name)(
-            model=ModelConfig(**CFG), vocab_size=VOCAB, weights=weights, seed=0, policy=PolicyConfig(
+            model=CFG, vocab_size=VOCAB, weights=weights, seed=0, policy=PolicyConfig(
                 optimizer=OPT, micro_batch_size=4,
                 sequence_packing=SequencePackingConfig(enabled=packed, max_tokens_per_row=2 * LENGTH)))
 

@@ -58,13 +58,13 @@ def _chunks_against_state_dict(backend_name: str, family: str, parallel: dict) -
     from rl.models import build_model
 
     refit.CHUNK_BYTES = 1  # one chunk per layer
-    cfg = {"family": family, "config": {"layer_types": ["full_attention", "linear_attention"],
-                                        "num_hidden_layers": 2}}
+    cfg = ModelConfig(family=family, config={"layer_types": ["full_attention", "linear_attention"],
+                                             "num_hidden_layers": 2})
     if family == "qwen3_5_moe":
-        cfg["config"].update(num_experts=4, num_experts_per_tok=2)
+        cfg.config.update(num_experts=4, num_experts_per_tok=2)
     extra = {"device": "cpu"} if backend_name == "torch" else {}
     policy = PolicyConfig(micro_batch_size=2, optimizer=OPT, precision="fp32", parallel=ParallelConfig(**parallel))
-    backend = get_backend(backend_name)(model=ModelConfig(**cfg), policy=policy, vocab_size=VOCAB, seed=0,
+    backend = get_backend(backend_name)(model=cfg, policy=policy, vocab_size=VOCAB, seed=0,
                                         weights=build_model(cfg, vocab_size=VOCAB, seed=0).state_dict(), **extra)
     whole = backend.state_dict()
     parts = [backend.refit_chunk(i) for i in range(backend.refit_chunks())]

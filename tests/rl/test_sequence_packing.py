@@ -21,7 +21,15 @@ import torch
 
 from rl.algorithms.loss import LossConfig
 from rl.backends.torch import TorchBackend
-from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig, SequencePackingConfig, TaskConfig
+from rl.config import (
+    ModelConfig,
+    OptimizerConfig,
+    ParallelConfig,
+    PolicyConfig,
+    SequencePackingConfig,
+    TaskConfig,
+    TeacherConfig,
+)
 from rl.envs import make_env
 from rl.models import ImageLayout, build_model, encode_prompts, token_logprobs
 from rl.models.packed_forward import packed_token_logprobs
@@ -34,11 +42,11 @@ TOL = 1e-5
 VOCAB = 32
 HYBRID = {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}
 MODELS = {
-    "llama": {"family": "llama"},
-    "qwen3_5_all_attention": {"family": "qwen3_5",
-                              "config": {"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2}},
-    "qwen3_5_hybrid": {"family": "qwen3_5", "config": HYBRID},
-    "qwen3_5_moe_hybrid": {"family": "qwen3_5_moe", "config": {**HYBRID, "router_aux_loss_coef": 0.0}},
+    "llama": TeacherConfig(family="llama"),
+    "qwen3_5_all_attention": ModelConfig(family="qwen3_5",
+                                         config={"layer_types": ["full_attention"] * 2, "num_hidden_layers": 2}),
+    "qwen3_5_hybrid": ModelConfig(family="qwen3_5", config=HYBRID),
+    "qwen3_5_moe_hybrid": ModelConfig(family="qwen3_5_moe", config={**HYBRID, "router_aux_loss_coef": 0.0}),
 }
 
 
@@ -118,7 +126,7 @@ def test_packed_vision_logprobs_equal_unpacked() -> None:
     and the images go in in packed order."""
     tok = load_tokenizer("arith_vl")
     env = make_env(TaskConfig(name="counting", params={"image_size": 16, "square_size": 4, "max_count": 6}))
-    model = build_model({"family": "qwen3_5", "modality": "vision", "tokenizer": "arith_vl", "config": HYBRID},
+    model = build_model(ModelConfig(family="qwen3_5", modality="vision", tokenizer="arith_vl", config=HYBRID),
                         vocab_size=len(tok), seed=0)
     prompts = encode_prompts(tok, env.sample(6, seed=2, step=0), ImageLayout.of(model))
     g = torch.Generator().manual_seed(3)
@@ -135,11 +143,11 @@ def test_packed_vision_logprobs_equal_unpacked() -> None:
     assert (packed - plain).abs().max() <= TOL
 
 
-def _backend(model_cfg: dict, vocab: int, packing: SequencePackingConfig, checkpointing: bool) -> TorchBackend:
+def _backend(model: ModelConfig, vocab: int, packing: SequencePackingConfig, checkpointing: bool) -> TorchBackend:
     policy = PolicyConfig(micro_batch_size=2, optimizer=OptimizerConfig(lr=1e-3, grad_clip=1.0),
                           sequence_packing=packing, activation_checkpointing=checkpointing)
-    return TorchBackend(model=ModelConfig(**model_cfg), policy=policy, vocab_size=vocab, seed=0,
-                        weights=build_model(model_cfg, vocab_size=vocab, seed=0).state_dict())
+    return TorchBackend(model=model, policy=policy, vocab_size=vocab, seed=0,
+                        weights=build_model(model, vocab_size=vocab, seed=0).state_dict())
 
 
 def _train_batch(ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from transformers.vision_utils import get_vision_position_ids
 
-from rl.config import TaskConfig, WarmStartConfig
+from rl.config import ModelConfig, TaskConfig, WarmStartConfig
 from rl.envs import make_env
 from rl.generation import generate, row_seeds
 from rl.models import ImageLayout, build_model, encode_prompts, token_logprobs
@@ -21,9 +22,8 @@ torch.set_num_threads(1)
 TEXT = {"layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}
 
 
-def model_cfg(family: str = "qwen3_5_moe", **config) -> dict:
-    return {"family": family, "modality": "vision", "path": None, "tokenizer": "arith_vl",
-            "config": {**TEXT, **config}}
+def model_cfg(family: str = "qwen3_5_moe", **config) -> ModelConfig:
+    return ModelConfig(family=family, modality="vision", tokenizer="arith_vl", config={**TEXT, **config})
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_bad_config_names_the_field(tok, config: dict, match: str) -> None:
 
 def test_text_tokenizer_is_refused() -> None:
     with pytest.raises(ValueError, match="model.tokenizer.*arith_vl"):
-        build_model({**model_cfg(), "tokenizer": "arith"}, vocab_size=60, seed=0)
+        build_model(replace(model_cfg(), tokenizer="arith"), vocab_size=60, seed=0)
 
 
 def test_patch_order_matches_the_vision_tower(model) -> None:
@@ -94,7 +94,7 @@ def test_prompts_carry_placeholders(tok, model, env) -> None:
     assert batch.images["pixel_values"].shape == (3, 16, 96)
     with pytest.raises(ValueError, match="model.modality"):
         encode_prompts(tok, env.sample(1, seed=0, step=0), None)
-    assert ImageLayout.of(build_model({**model_cfg(), "modality": "text", "tokenizer": "arith"},
+    assert ImageLayout.of(build_model(replace(model_cfg(), modality="text", tokenizer="arith"),
                                       vocab_size=len(tok), seed=0)) is None
 
 

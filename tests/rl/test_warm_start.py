@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rl.config import TaskConfig, WarmStartConfig
+from rl.config import ModelConfig, TaskConfig, WarmStartConfig
 from rl.envs import make_env
 from rl.generation import decode_responses, generate, row_seeds
 from rl.models import build_model, token_logprobs
@@ -39,7 +39,7 @@ def tok():
 
 
 def fresh(tok, family: str = "qwen3_5", seed: int = 0):
-    return build_model({"family": family, "config": {}}, vocab_size=len(tok), seed=seed)
+    return build_model(ModelConfig(family=family), vocab_size=len(tok), seed=seed)
 
 
 def arith(**params):

@@ -79,7 +79,7 @@ def write_tokenizer(out_dir: Path) -> int:
 def write_checkpoint(name: str, out_dir: Path, *, warm: bool = True) -> None:
     from transformers import PreTrainedTokenizerFast
 
-    from rl.config import DataConfig, TaskConfig, WarmStartConfig
+    from rl.config import DataConfig, ModelConfig, TaskConfig, WarmStartConfig
     from rl.envs import make_env
     from rl.models import build_model
     from rl.models.qwen3_5 import FAMILIES, init_from_config, make_config
@@ -95,7 +95,7 @@ def write_checkpoint(name: str, out_dir: Path, *, warm: bool = True) -> None:
     if warm:
         # Warm-start the model as the engine loads it (the same config, so the same warm-start cache key).
         model.save_pretrained(str(out_dir))
-        model = build_model({"family": family, "path": str(out_dir)}, vocab_size=vocab_size, seed=SEED)
+        model = build_model(ModelConfig(family=family, path=str(out_dir)), vocab_size=vocab_size, seed=SEED)
         tokenizer = PreTrainedTokenizerFast.from_pretrained(str(out_dir))
         env = make_env(TaskConfig(name="math", params={}), data=build(DataConfig, DATA, "data"), tokenizer=tokenizer)
         info = warm_start(model, tokenizer, env, WarmStartConfig(**WARM_START), seed=SEED)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import datetime
 from collections.abc import Iterator
-from dataclasses import asdict
 from typing import Any, Callable
 
 import torch
@@ -157,8 +156,8 @@ class MegatronBackend:
         self.parallel = mcfg.check_parallel(policy.parallel)
         _ensure_process_group()
         _init_parallel(self.parallel, seed)
-        self.vl_config = vl_config(asdict(model), vocab_size) if vision else None
-        self.hf_config = self.vl_config.text_config if self.vl_config else text_config(asdict(model), vocab_size)
+        self.vl_config = vl_config(model, vocab_size) if vision else None
+        self.hf_config = self.vl_config.text_config if self.vl_config else text_config(model, vocab_size)
         self.config = mcfg.transformer_config(self.hf_config, parallel=self.parallel,
                                               params_dtype=PRECISIONS[precision],
                                               recompute=policy.activation_checkpointing)
