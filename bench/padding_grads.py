@@ -4,7 +4,8 @@
 
 The megatron backend (the engine's training path) reads log-probs and takes one train step on a
 batch of rows of different lengths, right-padded to the longest, and then on each row alone (no
-padding at all). With lr 0 the weights never move, so the padded batch's gradients (`main_grad`)
+padding at all). Every step is the first of a one-step warm-up from lr 0 (`warmup_init_lr`; the
+lr must be positive), so the weights never move and the padded batch's gradients (`main_grad`)
 must equal the sum of the rows' own gradients, and its log-probs each row's own, up to the
 arithmetic's rounding. The same comparison on a batch whose rows share one length (no padding,
 only other GEMM shapes) measures that rounding: the figure to read is the mixed batch's error
@@ -71,6 +72,11 @@ def alone(batch: dict[str, torch.Tensor], i: int) -> dict[str, torch.Tensor]:
     return {k: (v[i:i + 1, :n] if v.dim() == 2 else v[i:i + 1]) for k, v in batch.items()}
 
 
+def assert_lr_zero(metrics: dict[str, float]) -> None:
+    """The step took lr 0: the weights the next comparison reads are the ones this one read."""
+    assert metrics["lr"] == 0.0, f"the bench's steps must not move the weights, took lr {metrics['lr']}"
+
+
 def compare(backend, batch: dict[str, torch.Tensor], loss_cfg) -> dict[str, float]:
     num_tokens = int(batch["response_mask"].sum())
 
@@ -78,7 +84,7 @@ def compare(backend, batch: dict[str, torch.Tensor], loss_cfg) -> dict[str, floa
         return {n: p.main_grad.detach().float().clone() for n, p in backend.gpt.named_parameters()}
 
     lp = backend.logprobs(batch["input_ids"], batch["attention_mask"])
-    backend.train_step(batch, num_tokens=num_tokens, loss_cfg=loss_cfg, step=1)
+    assert_lr_zero(backend.train_step(batch, num_tokens=num_tokens, loss_cfg=loss_cfg, step=1))
     padded = grads()
     summed = {n: torch.zeros_like(g) for n, g in padded.items()}
     lp_err = 0.0
@@ -86,7 +92,7 @@ def compare(backend, batch: dict[str, torch.Tensor], loss_cfg) -> dict[str, floa
         row = alone(batch, i)
         own = backend.logprobs(row["input_ids"], row["attention_mask"])
         lp_err = max(lp_err, float((lp[i, : own.shape[1]] - own[0]).abs().max()))
-        backend.train_step(row, num_tokens=num_tokens, loss_cfg=loss_cfg, step=1)
+        assert_lr_zero(backend.train_step(row, num_tokens=num_tokens, loss_cfg=loss_cfg, step=1))
         for n, g in grads().items():
             summed[n] += g
     diff = sum(float((padded[n] - summed[n]).norm() ** 2) for n in padded) ** 0.5
@@ -116,7 +122,9 @@ def main() -> None:
     from rl.config import OptimizerConfig, PolicyConfig
     from rl.models import build_model
 
-    still = OptimizerConfig(lr=0.0, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=None)
+    # Step 1 of a warm-up trains at warmup_init_lr: every train_step below is a step 1 (`compare`).
+    still = OptimizerConfig(lr=1e-5, warmup_steps=1, warmup_init_lr=0.0, weight_decay=0.0, betas=[0.9, 0.999],
+                            eps=1e-8, grad_clip=None)
     for layers in ("hybrid", "full"):
         cfg = twin_config(layers)
         weights = build_model(cfg, vocab_size=VOCAB, seed=0).state_dict()
