@@ -267,18 +267,9 @@ def _data_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
     return out
 
 
-def needs(data: dict[str, Any]) -> list[str]:
+def needs(cfg: RunConfig) -> list[str]:
     """What a run of the recipe reads besides the engine: the checkpoint (and the files it must
     hold) and the datasets, one line each, whether or not this machine has them."""
-    try:
-        cfg = parse_config(data)
-    except ValueError:
-        return []
-    return config_needs(cfg)
-
-
-def config_needs(cfg: RunConfig) -> list[str]:
-    """`needs` of a parsed recipe."""
     from rl.model_source import NEEDED, is_hub_id
     from rl.prompt_data import SourceKind, source_kind
 
@@ -447,7 +438,7 @@ def check_config(cfg: RunConfig, *, machine: bool) -> dict[str, list[str]]:
     """`check_file` of a parsed recipe: what the engine asks of the `RunConfig` it will run."""
     static = config_static_refusals(cfg)
     return {"static": static, "machine": config_machine_refusals(cfg) if machine and not static else [],
-            "needs": config_needs(cfg) if not static else []}
+            "needs": needs(cfg) if not static else []}
 
 
 def main(argv: list[str] | None = None) -> int:

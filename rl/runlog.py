@@ -130,7 +130,6 @@ class RunLog:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.num_steps = num_steps
         self._t0 = time.monotonic()
-        self._prior_wall_s = 0.0
         if resume_step is None:
             for name in (METRICS, INVARIANTS):
                 (self.run_dir / name).unlink(missing_ok=True)

@@ -58,7 +58,8 @@ def default_cache_dir() -> Path:
 def supervised_inputs(
     tokenizer: PreTrainedTokenizerBase, problems: list[Problem], layout: ImageLayout | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """`supervised_batch` plus the row-aligned image columns ({} for text problems).
+    """Right-padded prompt+answer+eos ids, attention mask, a loss mask on answer+eos tokens, and
+    the row-aligned image columns ({} for text problems).
 
     An image problem's prompt carries its image placeholder tokens (`prompt_rows`), so
     `layout` (the VL model's `ImageLayout`) is needed for image tasks.
@@ -75,14 +76,6 @@ def supervised_inputs(
         attn[i, : len(row)] = 1
         loss_mask[i, len(prompt) : len(row)] = 1.0
     return ids, attn, loss_mask, dict(images or {})
-
-
-def supervised_batch(
-    tokenizer: PreTrainedTokenizerBase, problems: list[Problem], layout: ImageLayout | None = None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded prompt+answer+eos ids, attention mask, and a loss mask on answer+eos tokens."""
-    ids, attn, loss_mask, _ = supervised_inputs(tokenizer, problems, layout)
-    return ids, attn, loss_mask
 
 
 def _fingerprint(model: PreTrainedModel) -> str:

@@ -43,11 +43,6 @@ class Projection:
     def shape(self) -> tuple[int, int]:
         return int(self.indices.shape[0]), self.num_teacher
 
-    def dense(self) -> torch.Tensor:
-        """W as a dense [V_student, V_teacher] matrix (tests and small vocabularies)."""
-        out = torch.zeros(self.shape, dtype=self.weights.dtype)
-        return out.scatter_add_(1, self.indices, self.weights)
-
     def apply(self, probs: torch.Tensor) -> torch.Tensor:
         """probs [N, V_student] @ W -> [N, V_teacher], differentiable in `probs`."""
         rows, k = self.indices.shape

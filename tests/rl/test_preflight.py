@@ -18,6 +18,7 @@ import torch
 import yaml
 
 from rl import preflight
+from rl.config import parse_config
 from rl.preflight import machine_refusals, static_refusals
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -306,7 +307,7 @@ def test_a_hub_checkpoint_not_in_the_cache_is_refused_here_naming_its_files(tmp_
                             "it needs config.json, tokenizer.json")
     assert dataset.startswith("data.train.path: nvidia/OpenMathInstruct-2 is a Hugging Face dataset and the "
                               "`datasets` package is not installed here")
-    assert preflight.needs(data) == [
+    assert preflight.needs(parse_config(data)) == [
         "model.path: Qwen/Qwen3.5-35B-A3B-Base (Hugging Face Hub id, read from the local cache): config.json, "
         "tokenizer.json, tokenizer_config.json, model.safetensors or model.safetensors.index.json and its shards",
         "data.train: nvidia/OpenMathInstruct-2 split train_1M (Hugging Face dataset, through the datasets package "

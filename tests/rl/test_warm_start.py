@@ -15,7 +15,7 @@ from rl.models import build_model, token_logprobs
 from rl.models.image_inputs import ImageLayout, encode_prompts
 from rl.recipe.read import build
 from rl.tokenizer import load_tokenizer
-from rl.warm_start import default_cache_dir, supervised_batch, warm_start
+from rl.warm_start import default_cache_dir, supervised_inputs, warm_start
 
 torch.set_num_threads(1)
 CFG = WarmStartConfig(steps=2, lr=3e-3, batch_size=4)
@@ -51,14 +51,15 @@ def same_weights(a, b) -> bool:
     return all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def test_supervised_batch_masks_answer_and_eos(tok) -> None:
+def test_supervised_inputs_mask_answer_and_eos(tok) -> None:
     env = arith()
     problems = [env.render(7, "+", 12), env.render(1, "+", 2)]  # answers "19" and "3"
-    ids, attn, loss_mask = supervised_batch(tok, problems)
+    ids, attn, loss_mask, images = supervised_inputs(tok, problems)
     assert tok.decode(ids[0]) == "07+12=19<eos>"
     assert tok.decode(ids[1]) == "01+02=3<eos><pad>"
     assert attn.tolist() == [[1] * 9, [1] * 8 + [0]]
     assert loss_mask.tolist() == [[0] * 6 + [1] * 3, [0] * 6 + [1] * 2 + [0]]
+    assert images == {}  # text problems carry no image columns
 
 
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
@@ -94,7 +95,7 @@ def test_key_changes_miss(tok, change: dict, tmp_path: Path) -> None:
 
 def test_training_lowers_the_loss(tok, tmp_path: Path) -> None:
     env, model = arith(), fresh(tok)
-    ids, attn, loss_mask = supervised_batch(tok, env.sample(64, seed=9, step=0))
+    ids, attn, loss_mask, _ = supervised_inputs(tok, env.sample(64, seed=9, step=0))
 
     def loss() -> float:
         with torch.no_grad():
