@@ -35,7 +35,6 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -218,8 +217,8 @@ def train(cfg: RunConfig, runlog: RunLog) -> None:
         raise RuntimeError(f"cluster.device: {cfg.cluster.device}, but torch sees no CUDA device")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     tokenizer = load_tokenizer(cfg.model.tokenizer, model_path=cfg.model.path)
-    env = make_env({"name": cfg.task.name, "params": cfg.task.params}, data=asdict(cfg.data), tokenizer=tokenizer)
-    model = build_model(asdict(cfg.model), vocab_size=len(tokenizer), seed=cfg.algorithm.seed)
+    env = make_env(cfg.task, data=cfg.data, tokenizer=tokenizer)
+    model = build_model(cfg.model, vocab_size=len(tokenizer), seed=cfg.algorithm.seed)
     if cuda and cfg.policy.precision == "bf16":
         model = model.to(torch.bfloat16)  # bf16 weights: fp32 + autocast fails in HF's static cache
     clock = PhaseClock(sync)
