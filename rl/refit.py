@@ -137,13 +137,15 @@ def open_shared(shared: dict[str, Any]) -> Packed:
     return Packed(buckets=buckets, layout=list(shared["layout"]))
 
 
-def to_cpu(obj: Any) -> Any:
+def to_cpu(obj: Any, *, copy: bool = False) -> Any:
     """`obj` with every tensor inside (dicts, lists, tuples) moved to the CPU: what crosses to the
-    driver must not open a CUDA context there."""
+    driver must not open a CUDA context there. `copy`: CPU tensors are copied too, so the result
+    is a snapshot later steps do not change (an optimizer's state for a checkpoint), built on the
+    host one tensor at a time rather than deep-copied on the device first."""
     if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu()
+        return obj.detach().to("cpu", copy=copy)
     if isinstance(obj, dict):
-        return {k: to_cpu(v) for k, v in obj.items()}
+        return {k: to_cpu(v, copy=copy) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(to_cpu(v) for v in obj)
+        return type(obj)(to_cpu(v, copy=copy) for v in obj)
     return obj

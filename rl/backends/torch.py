@@ -224,7 +224,8 @@ class TorchBackend:
         return state_tensors(modules=(self.model, self.reference), optimizers=(self.optimizer,))
 
     def optimizer_state(self) -> dict[str, Any]:
-        return copy.deepcopy(self.optimizer.state_dict())
+        """The optimizer's state on the host, a snapshot later steps do not change."""
+        return refit.to_cpu(self.optimizer.state_dict(), copy=True)
 
     def load_state(self, *, policy: dict[str, torch.Tensor], optimizer: dict[str, Any],
                    reference: dict[str, torch.Tensor] | None = None) -> None:

@@ -264,7 +264,7 @@ class PolicyWorker(WorkerBase):
         the offload's host arena goes first (`HostOffload.release`)."""
         self._host.release()
         policy, reference = self.backend.state_dict(), self.backend.reference_state_dict()
-        state: dict[str, Any] = {"optimizer": refit.to_cpu(self.backend.optimizer_state())}
+        state: dict[str, Any] = {"optimizer": self.backend.optimizer_state()}
         if self.rank == 0:
             state.update(policy=policy, reference=reference)
         return state

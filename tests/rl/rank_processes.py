@@ -31,19 +31,21 @@ ATTEMPTS = 3
 # Rank processes come from a fork server that imported these once (per pytest worker): a spawned
 # rank re-imported torch and transformers, seconds of a 2-core box per rank and test. Nothing is
 # initialised before the fork (no process group, no shim, no thread pool in use). megatron.core is
-# not among them: on a GPU machine its import initialises CUDA, which a forked rank cannot use,
-# and on a CPU one it imports only after the shims are applied, which is each rank's business.
+# not among them: on a CPU machine it imports only after the shims are applied, which is each
+# rank's business. On a GPU machine ranks are spawned instead: importing megatron.core or fla
+# (through rl.models) initialises CUDA there, which a forked process cannot use.
 PRELOAD = [name for name in ("torch", "torch.distributed", "transformers", "rl.models")
            if importlib.util.find_spec(name.split(".")[0]) is not None]
+START_METHOD = "spawn" if torch.cuda.is_available() else "forkserver"
 multiprocessing.set_forkserver_preload(PRELOAD)
 
 
 def spawn_on_free_port(child: Callable[..., None], args: Callable[[int], tuple], nprocs: int) -> None:
-    """`mp.spawn(child, args(port), nprocs)` (from the fork server) on a fresh free port, again if the
-    port was taken."""
+    """`mp.spawn(child, args(port), nprocs)` (from the fork server on a CPU machine) on a fresh free
+    port, again if the port was taken."""
     for attempt in range(ATTEMPTS):
         try:
-            mp.start_processes(child, args=args(free_port()), nprocs=nprocs, join=True, start_method="forkserver")
+            mp.start_processes(child, args=args(free_port()), nprocs=nprocs, join=True, start_method=START_METHOD)
             return
         except mp.ProcessRaisedException as e:
             if "EADDRINUSE" not in str(e) or attempt == ATTEMPTS - 1:
@@ -67,3 +69,15 @@ def one_gloo_rank(port: int) -> None:
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+
+
+def one_rank(port: int) -> None:
+    """This process as the only rank of a group that reduces what the backend's tensors hold: gloo on
+    a CPU machine, NCCL for CUDA tensors (and gloo for CPU ones) on a GPU machine."""
+    import torch.distributed as dist
+
+    if not torch.cuda.is_available():
+        one_gloo_rank(port)
+        return
+    torch.cuda.set_device(0)
+    dist.init_process_group("cpu:gloo,cuda:nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)

@@ -35,7 +35,8 @@ def device() -> str:
 def _reference(q, k, v, mask, scale):
     groups = q.shape[1] // k.shape[1]
     k, v = k.float().repeat_interleave(groups, 1), v.float().repeat_interleave(groups, 1)
-    live = mask[..., : k.shape[2]] if mask is not None else torch.ones(1, 1, 1, k.shape[2], dtype=torch.bool)
+    live = mask[..., : k.shape[2]] if mask is not None else torch.ones(1, 1, 1, k.shape[2], dtype=torch.bool,
+                                                                                 device=k.device)
     k, v = torch.where(live.transpose(-1, -2), k, 0.0), torch.where(live.transpose(-1, -2), v, 0.0)  # NaN-free
     scores = (q.float() @ k.transpose(-1, -2) * scale).masked_fill(~live, float("-inf"))
     return (scores.softmax(-1) @ v).transpose(1, 2)

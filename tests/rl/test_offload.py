@@ -18,7 +18,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rank_processes import one_gloo_rank, run_ranks
+from rank_processes import one_rank, run_ranks
 from train_batches import train_batch
 
 from rl.backends.offload import ALIGN, HostArena, HostOffload, state_tensors
@@ -200,7 +200,7 @@ RUNNABLE = [name for name, case in CASES.items()
 
 
 def _all(rank: int, port: int) -> dict:
-    one_gloo_rank(port)
+    one_rank(port)
     if MEGATRON:
         import rl.backends.megatron.backend  # noqa: F401 - registers the backend and applies the CPU shims
     return {name: _round_trip(CASES[name]) for name in RUNNABLE}

@@ -25,7 +25,6 @@ each sequence split over the CP ranks, `rl.backends.megatron.packed_context`).
 
 from __future__ import annotations
 
-import copy
 import datetime
 from collections.abc import Iterator
 from typing import Any, Callable
@@ -513,8 +512,10 @@ class MegatronBackend:
                              extra=[t for b in buffers for t in (b.param_data, b.grad_data)])
 
     def optimizer_state(self) -> dict[str, Any]:
-        """This rank's optimizer state; reload it under the same parallel layout."""
-        state = {"optimizer": copy.deepcopy(self.optimizer.state_dict())}
+        """This rank's optimizer state on the host, a snapshot later steps do not change; reload
+        it under the same parallel layout. Copied to the host tensor by tensor: a deep copy on the
+        device first needs the state's size again there (a checkpoint's OOM at full width)."""
+        state = {"optimizer": refit.to_cpu(self.optimizer.state_dict(), copy=True)}
         if self.ddp.ddp_config.use_distributed_optimizer:
             state["param_state"] = [o.get_parameter_state_dp_reshardable() for o in self._chained()]
         return state
