@@ -270,7 +270,7 @@ class Engine:
             log.info("warm start: %s", info)
             weights = model.state_dict()
         else:
-            weights = self.ckpt.policy
+            weights = self.ckpt.weights()["policy"]
         weights_ref = ray.put(weights) if weights is not None else None
         teacher = self._teacher(tokenizer, env, device) if distill else None
         master = cluster.call([ranks[0]], "rendezvous_address")[0]
@@ -287,9 +287,8 @@ class Engine:
                                   timeout_s=cfg.limits.worker_timeout_s,
                                   teacher_flops_cfg=teacher["flops_cfg"] if teacher else None)
         if self.ckpt is not None:
-            c = self.ckpt
-            self.policy.load_checkpoint(policy=c.policy, optimizer=c.optimizer, reference=c.reference)
-            checkpoint.restore_rng(c.rng)
+            self.policy.load_checkpoint(self.ckpt)
+            checkpoint.restore_rng(self.ckpt.rng)
         self._report_env(workers)
         if distill:
             from rl.distill.driver import DistillDriver
@@ -471,19 +470,19 @@ class Engine:
                   f"loss={metrics['train/loss']:.4f} t={metrics['timing/train/total']:.2f}s", flush=True)
 
     def _save(self, step: int) -> None:
-        state = self.policy.checkpoint_state()
-        path = checkpoint.save(self.runlog.run_dir, directory=self.cfg.checkpoint.dir, ckpt=checkpoint.Checkpoint(
-            step=step, cursor=self.driver.cursor, policy=state["policy"], optimizer=state["optimizer"],
-            reference=state["reference"], rng=checkpoint.capture_rng()))
+        tmp = checkpoint.begin(self.runlog.run_dir, step, directory=self.cfg.checkpoint.dir)
+        files = self.policy.save_checkpoint(tmp)
+        path = checkpoint.commit(tmp, step=step, cursor=self.driver.cursor, rng=checkpoint.capture_rng(), files=files,
+                                 ranks=len(self.policy.ranks))
         if self.cfg.checkpoint.hf_format:
             if self.model is None:  # shard_reads: the driver builds its HF model at the first HF save
                 from rl.models import build_model
 
                 self.model = build_model(self.cfg.model, vocab_size=len(self.tokenizer),
                                          seed=self.cfg.algorithm.seed)
-            save_hf(self.model, self.tokenizer, state["policy"], path / "hf")
+            save_hf(self.model, self.tokenizer, checkpoint.read(path, checkpoint.WEIGHTS)["policy"], path / "hf")
         if faults.at("checkpoint_corrupt", step):
-            faults.garble(path / "tensors.pt")
+            faults.garble(path / checkpoint.WEIGHTS)
             faults.crash()
 
     def shutdown(self) -> None:

@@ -13,10 +13,12 @@ with megatron). `_run_on_ranks` hands replica d's shard to every rank whose `dp_
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
+from rl import checkpoint
 from rl.algorithms.loss import LossConfig
 from rl.cluster import Cluster, WorkerHandle
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
@@ -190,16 +192,19 @@ class PolicyGroup:
 
     # --- weights (collectives: every rank runs them, rank 0 holds the result) --------------
 
-    def checkpoint_state(self) -> dict[str, Any]:
-        """Rank 0's weights and reference, and every rank's optimizer state (rank order)."""
-        states = self.cluster.call(self.ranks, "checkpoint_state", timeout_s=self.timeout_s)
-        return {"policy": states[0]["policy"], "reference": states[0]["reference"],
-                "optimizer": {"per_rank": [s["optimizer"] for s in states]}}
+    def save_checkpoint(self, directory: Path) -> dict[str, str]:
+        """Every rank writes its part of a checkpoint into DIRECTORY; {file name: SHA-256}."""
+        files: dict[str, str] = {}
+        for written in self.cluster.call(self.ranks, "save_checkpoint", [(str(directory),)] * len(self.ranks),
+                                         timeout_s=self.timeout_s):
+            files.update(written)
+        return files
 
-    def load_checkpoint(self, *, policy: dict, optimizer: dict, reference: dict | None) -> None:
-        per_rank = optimizer["per_rank"]
-        if len(per_rank) != len(self.ranks):
-            raise ValueError(f"checkpoint: optimizer state of {len(per_rank)} ranks, this run has "
+    def load_checkpoint(self, ckpt: checkpoint.Checkpoint) -> None:
+        """The checkpoint's weights to every rank, and each rank's optimizer state from its file."""
+        if ckpt.ranks != len(self.ranks):
+            raise ValueError(f"checkpoint: optimizer state of {ckpt.ranks} ranks, this run has "
                              f"{len(self.ranks)}; resume under the same cluster and policy.parallel")
-        self.cluster.call(self.ranks, "load_checkpoint", [(o,) for o in per_rank], timeout_s=self.timeout_s,
-                          policy=policy, reference=reference)
+        weights = ckpt.weights()
+        self.cluster.call(self.ranks, "load_checkpoint", [(ckpt.optimizer_path(r),) for r in range(len(self.ranks))],
+                          timeout_s=self.timeout_s, policy=weights["policy"], reference=weights["reference"])

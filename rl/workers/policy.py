@@ -10,7 +10,7 @@ With model parallelism (megatron TP/EP) a rank is not always a data-parallel ran
 returns the backend's topology (`dp_rank`, `dp_size`, `reports_metrics`) and the driver gives
 every rank of one replica the same rows. Only `reports_metrics` ranks answer log-probs (their
 TP peers computed the same values); weights and checkpoints are collectives, so every rank
-runs `state_dict` / `checkpoint_state` and only rank 0 returns the (HF-format) weights.
+runs `state_dict` / `save_checkpoint` and only rank 0 returns (or writes) the HF-format weights.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ import datetime
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from rl import faults, refit
+from rl import checkpoint, faults, refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
 from rl.backends.offload import HostOffload
@@ -258,18 +259,26 @@ class PolicyWorker(WorkerBase):
             self._channel.send(refit.pack(weights))
 
     @resident
-    def checkpoint_state(self) -> dict[str, Any]:
-        """This rank's optimizer state; rank 0 adds the policy and reference weights.
-        Every rank must call it (the weights are gathered). Everything comes back on the CPU, so
-        the offload's host arena goes first (`HostOffload.release`)."""
+    def save_checkpoint(self, directory: str) -> dict[str, str]:
+        """Write this rank's part of a checkpoint into DIRECTORY (rl/checkpoint.py): rank 0 the
+        gathered weights, every rank its own optimizer state; {file name: SHA-256}. Every rank
+        must call it (the weights are gathered). The host copies are built here, so the
+        offload's host arena goes first (`HostOffload.release`), and the weights are on disk and
+        freed before the optimizer state is copied."""
         self._host.release()
-        policy, reference = self.backend.state_dict(), self.backend.reference_state_dict()
-        state: dict[str, Any] = {"optimizer": self.backend.optimizer_state()}
+        files = {}
+        weights = {"policy": self.backend.state_dict(), "reference": self.backend.reference_state_dict()}
         if self.rank == 0:
-            state.update(policy=policy, reference=reference)
-        return state
+            files[checkpoint.WEIGHTS] = checkpoint.write(directory, checkpoint.WEIGHTS, weights)
+        del weights
+        name = checkpoint.optimizer_file(self.rank)
+        files[name] = checkpoint.write(directory, name, self.backend.optimizer_state())
+        return files
 
     @resident
-    def load_checkpoint(self, optimizer: dict, *, policy: dict, reference: dict | None) -> None:
-        """Load the weights and THIS rank's optimizer state (saved under the same layout)."""
+    def load_checkpoint(self, optimizer_path: str, *, policy: dict, reference: dict | None) -> None:
+        """Load the weights and THIS rank's optimizer state (saved under the same layout), which
+        it reads from its own file."""
+        path = Path(optimizer_path)
+        optimizer = checkpoint.read(path.parent, path.name)
         self.backend.load_state(policy=policy, optimizer=optimizer, reference=reference)

@@ -41,16 +41,18 @@ def test_enospc_fails_the_write_and_keeps_every_earlier_line(tmp_path, monkeypat
 
 
 def _save(tmp_path, step: int) -> None:
-    checkpoint.save(tmp_path, checkpoint.Checkpoint(step=step, cursor=7, policy={"w": torch.arange(4096.0)},
-                                                    optimizer={}, rng={}))
+    tmp = checkpoint.begin(tmp_path, step)
+    files = {checkpoint.WEIGHTS: checkpoint.write(tmp, checkpoint.WEIGHTS, {"policy": {"w": torch.arange(4096.0)}}),
+             checkpoint.optimizer_file(0): checkpoint.write(tmp, checkpoint.optimizer_file(0), {})}
+    checkpoint.commit(tmp, step=step, cursor=7, rng={}, files=files, ranks=1)
 
 
 def test_a_garbled_checkpoint_is_refused_in_one_line(tmp_path):
     _save(tmp_path, 2)
     path = checkpoint.latest(tmp_path)
     assert checkpoint.load(path).cursor == 7
-    faults.garble(path / "tensors.pt")
-    with pytest.raises(checkpoint.CheckpointError, match="does not match the SHA-256") as info:
+    faults.garble(path / checkpoint.WEIGHTS)
+    with pytest.raises(checkpoint.CheckpointError, match="weights.pt does not match the SHA-256") as info:
         checkpoint.load(path)
     assert "\n" not in str(info.value)
     (path / "state.json").write_text("{not json")

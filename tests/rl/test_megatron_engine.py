@@ -118,7 +118,7 @@ def _check_hf_copy(run_dir: Path, step: int) -> None:
 
     recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text())
     ckpt = run_dir / "checkpoints" / f"step_{step}"
-    policy = torch.load(ckpt / "tensors.pt", weights_only=False)["policy"]
+    policy = torch.load(ckpt / "weights.pt", weights_only=False)["policy"]
     tok = load_tokenizer(recipe["model"]["tokenizer"], model_path=recipe["model"]["path"])
     engine_model = build_model(ModelConfig(**recipe["model"]), vocab_size=len(tok), seed=0)
     engine_model.load_state_dict(policy)  # strict: the gathered weights are a full HF state dict
@@ -140,8 +140,9 @@ def test_ep2_runs_and_refits(ep2: Path) -> None:
     recipe = yaml.safe_load((ep2 / "recipe.yaml").read_text())
     assert recipe["policy"]["backend"] == "megatron" and recipe["policy"]["parallel"]["ep"] == 2
     assert recipe["model"]["path"] == "tiny_qwen3_5_moe" and recipe["task"]["name"] == "math"
-    tensors = torch.load(ep2 / "checkpoints" / f"step_{STEPS}" / "tensors.pt", weights_only=False)
-    assert len(tensors["optimizer"]["per_rank"]) == 2
+    ckpt = ep2 / "checkpoints" / f"step_{STEPS}"
+    assert {p.name for p in ckpt.glob("optimizer.rank*.pt")} == {"optimizer.rank0.pt", "optimizer.rank1.pt"}
+    tensors = torch.load(ckpt / "weights.pt", weights_only=False)
     _check_hf_copy(ep2, STEPS)
     moved = [k for k in tensors["policy"] if not torch.equal(tensors["policy"][k], tensors["reference"][k])]
     assert any(".mlp.experts." in k for k in moved), "no expert weight changed in training"
@@ -168,8 +169,9 @@ def test_pp2_pipeline_matches_ep2(ep2: Path, work: Path) -> None:
     assert rows[0]["train/reward"] == first["train/reward"]
     assert rows[0]["train/logprob_digest"] == pytest.approx(first["train/logprob_digest"], rel=DIGEST_RTOL)
     assert rows[0]["train/loss"] == pytest.approx(first["train/loss"], rel=1e-4, abs=1e-6)
-    tensors = torch.load(pp2 / "checkpoints" / "step_2" / "tensors.pt", weights_only=False)
-    assert len(tensors["optimizer"]["per_rank"]) == 2  # one per stage
+    ckpt = pp2 / "checkpoints" / "step_2"
+    assert len(list(ckpt.glob("optimizer.rank*.pt"))) == 2  # one per stage
+    tensors = torch.load(ckpt / "weights.pt", weights_only=False)
     assert {f"model.layers.{i}.input_layernorm.weight" for i in range(4)} <= set(tensors["policy"])
 
 

@@ -121,7 +121,7 @@ def test_a_policy_worker_refuses_to_read_its_state_while_it_is_in_host_memory() 
                                            state_dict=lambda: {"w": weights.weight.detach().clone()})
     worker.rank = 0
     assert worker.offload() == 6 * 4
-    for call in (worker.state_dict, worker.checkpoint_state, worker.refit_chunks, worker.refit_layout):
+    for call in (worker.state_dict, worker.save_checkpoint, worker.refit_chunks, worker.refit_layout):
         with pytest.raises(RuntimeError, match=rf"policy-0.{call.__name__}: the training state is in host memory"):
             call()
     worker.reload()

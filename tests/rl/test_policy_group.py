@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import torch
 
+from rl import checkpoint as ck
 from rl.data import BatchedDataDict, DataIntegrityError, MemoryStore
 from rl.models import flops
 from rl.models.flops import FlopsConfig
@@ -78,12 +79,21 @@ def test_without_topology_every_rank_is_a_replica() -> None:
     assert [r["rank"] for r in out] == [0, 1] and [r["input"] for r in out] == ["a", "b"]
 
 
-def test_load_checkpoint_hands_each_rank_its_optimizer_state() -> None:
+def _written(tmp_path, ranks: int) -> ck.Checkpoint:
+    tmp = ck.begin(tmp_path, 4)
+    files = {ck.WEIGHTS: ck.write(tmp, ck.WEIGHTS, {"policy": {"w": torch.ones(2)}, "reference": None})}
+    files.update({ck.optimizer_file(r): ck.write(tmp, ck.optimizer_file(r), {"r": r}) for r in range(ranks)})
+    return ck.load(ck.commit(tmp, step=4, cursor=0, rng={}, files=files, ranks=ranks))
+
+
+def test_load_checkpoint_hands_each_rank_its_own_optimizer_file(tmp_path) -> None:
     group, cluster = _group(None, 2)
-    group.load_checkpoint(policy={"w": 1}, optimizer={"per_rank": ["opt0", "opt1"]}, reference=None)
-    assert cluster.calls == [("load_checkpoint", [("opt0",), ("opt1",)])]
+    ckpt = _written(tmp_path, 2)
+    group.load_checkpoint(ckpt)
+    assert cluster.calls == [("load_checkpoint", [(str(ckpt.path / "optimizer.rank0.pt"),),
+                                                  (str(ckpt.path / "optimizer.rank1.pt"),)])]
     with pytest.raises(ValueError, match="optimizer state of 3 ranks"):
-        group.load_checkpoint(policy={}, optimizer={"per_rank": [1, 2, 3]}, reference=None)
+        group.load_checkpoint(_written(tmp_path / "three", 3))
 
 
 # --- FLOPs: PolicyGroup.step_flops is where a train step's are computed, for both data paths ---
