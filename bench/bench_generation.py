@@ -14,12 +14,13 @@ is grouped by key/value head, as the generation worker's is on CUDA (`--attentio
 the hf_* variants always are). Variants:
 
   ours_graphs  rl.generation.static_decode.StaticDecoder, decode step replayed from a CUDA graph,
-               with the projections fused as the generation worker's are on CUDA
-               (rl.generation.fused_projections): what the engine runs
-  ours_graphs_flash  the same with the decode attention's split-K Triton kernel
-               (rl.generation.flash_decode: reads only the cache's live keys; sdpa where Triton
-               is missing, which the `decode_kernel` field says) and the draw's counter generator
-               as one kernel (`StaticDecoder(fused_draw=True)`): not yet the engine's
+               with the projections fused (rl.generation.fused_projections), the decode
+               attention's split-K Triton kernel (rl.generation.flash_decode: reads only the cache's
+               live keys; sdpa where Triton is missing, which the `decode_kernel` field says) and
+               the draw's counter generator as one kernel (`fused_draw`): what the generation
+               worker runs on CUDA
+  ours_graphs_sdpa  the same with sdpa's kernel for the grouped decode attention and the draw's
+               hash in small kernels (the engine's decode before the Triton kernel)
   ours_graphs_unfused  ours_graphs without the fused projections
   ours_static  the same loop without the graph
   ours_eager   rl.generation.sampler.generate (the model's growing cache, one host sync a token)
@@ -49,8 +50,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-VARIANTS = ("ours_graphs", "ours_graphs_flash", "ours_graphs_unfused", "ours_static", "ours_eager", "hf_static",
+VARIANTS = ("ours_graphs", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager", "hf_static",
             "hf_dynamic")
+# the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
+FLASH_VARIANTS = ("ours_graphs", "ours_graphs_unfused", "ours_static", "ours_eager")
 
 
 def model_config(name: str, layers: str) -> tuple[Any, int]:
@@ -184,22 +187,24 @@ def main() -> None:
     unfused = model
     if args.attention == "grouped":
         unfused = copy.deepcopy(model)
-        use_grouped_decode_attention(unfused)
+        use_grouped_decode_attention(unfused, flash=True)
     our_model = copy.deepcopy(unfused)
     fuse_projections(our_model)
-    graphs, static = StaticDecoder(our_model, use_graphs=True), StaticDecoder(our_model, use_graphs=False)
-    graphs_unfused = StaticDecoder(unfused, use_graphs=True) if "ours_graphs_unfused" in args.variants else None
-    graphs_flash = None
-    if "ours_graphs_flash" in args.variants:
-        flash_model = copy.deepcopy(model)
+    graphs = StaticDecoder(our_model, use_graphs=True, fused_draw=True)
+    static = StaticDecoder(our_model, use_graphs=False)
+    graphs_unfused = (StaticDecoder(unfused, use_graphs=True, fused_draw=True)
+                      if "ours_graphs_unfused" in args.variants else None)
+    graphs_sdpa = None
+    if "ours_graphs_sdpa" in args.variants:
+        sdpa_model = copy.deepcopy(model)
         if args.attention == "grouped":
-            use_grouped_decode_attention(flash_model, flash=True)
-        fuse_projections(flash_model)
-        graphs_flash = StaticDecoder(flash_model, use_graphs=True, fused_draw=True)
+            use_grouped_decode_attention(sdpa_model)
+        fuse_projections(sdpa_model)
+        graphs_sdpa = StaticDecoder(sdpa_model, use_graphs=True)
     flash = args.attention == "grouped" and triton is not None
     runs = {
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
-        "ours_graphs_flash": lambda: graphs_flash.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_sdpa": lambda: graphs_sdpa.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_unfused": lambda: graphs_unfused.generate(prompt, seeds=seeds, **ours),
         "ours_static": lambda: static.generate(prompt, seeds=seeds, **ours),
         "ours_eager": lambda: generate(our_model, prompt, seeds=seeds, **ours),
@@ -219,7 +224,7 @@ def main() -> None:
         results[name] = dict(variant=name, model=args.model, layers=args.layers, params=params, batch=args.batch,
                              prompt=args.prompt, new=args.new,
                              attention=args.attention if name.startswith("ours") else "sdpa",
-                             decode_kernel="flash_decode" if flash and name == "ours_graphs_flash" else "sdpa",
+                             decode_kernel="flash_decode" if flash and name in FLASH_VARIANTS else "sdpa",
                              first_s=round(first, 3), seconds=round(median, 4),
                              tokens_per_sec=round(args.batch * args.new / median, 1),
                              device=torch.cuda.get_device_name(), torch=torch.__version__,

@@ -106,7 +106,10 @@ case "$TARGET" in
       linear_key_head_dim: 128, linear_value_head_dim: 128, linear_conv_kernel_dim: 4, num_experts: 256,
       num_experts_per_tok: 8, moe_intermediate_size: 512, shared_expert_intermediate_size: 512,
       router_aux_loss_coef: 0.001}'
+    # no checkpoint: at 4.38 B its files are ~82 GiB (fp32 weights and reference, the optimizer
+    # state), more than the GPU machine's 64 GiB disk
     over=("$cut" generation.offload_training=true algorithm.num_steps=10 algorithm.warm_start.steps=0
+          checkpoint.every_steps=0 checkpoint.at_end=false
           policy.micro_batch_size=8 checks.thresholds=thresholds/qwen3_5_35b_full_width_cut.yaml "$@")
     $HARNESS plan recipes/qwen3_5_35b.yaml --scale h200x1 "${over[@]}" | tee "$RESULTS/full_width_grpo_plan.txt"
     harness_runs "${FULL_WIDTH_TIMEOUT_S:-480}" full-width-grpo recipes/qwen3_5_35b.yaml --scale h200x1 "${over[@]}"
@@ -132,7 +135,7 @@ case "$TARGET" in
       for b in $(echo "${2:-64,256}" | tr , ' '); do
         prof=(); [ "$b" = "${3:-none}" ] && prof=(--profile "$RESULTS/generation_dense_1b_${l}_batch${b}_graphs_$(date +%F).txt")
         timeout 240 python3 bench/bench_generation.py --model dense_1b --layers "$l" --prompt 128 --new 256 \
-          --repeats 3 --batch "$b" --variants "${GEN_VARIANTS:-ours_graphs,ours_graphs_unfused,hf_static}" "${prof[@]}"
+          --repeats 3 --batch "$b" --variants "${GEN_VARIANTS:-ours_graphs,ours_graphs_sdpa,hf_static}" "${prof[@]}"
       done
     done 2>&1 | grep --line-buffered -v Warning | record generation ;;
   llm-seeds|vlm-seeds)

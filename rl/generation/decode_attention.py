@@ -13,9 +13,8 @@ given.
 `use_grouped_decode_attention(model)` switches a model's text attention to it (the mask is sdpa's);
 the generation worker does so on CUDA. With `flash=True` the one-token step runs
 `rl.generation.flash_decode`'s split-K Triton kernel where it can (CUDA, Triton importable), which
-reads only the cache's live keys where sdpa reads the whole static cache. It is off by default
-(sdpa's kernel, which the GPU smoke suite has run) until an H200 has run it: the bench measures
-the two side by side (bench/bench_generation.py `ours_graphs_flash`).
+reads only the cache's live keys where sdpa reads the whole static cache (the generation worker
+runs it; bench/bench_generation.py `ours_graphs_sdpa` measures sdpa's kernel beside it).
 """
 
 from __future__ import annotations

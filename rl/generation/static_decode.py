@@ -127,8 +127,7 @@ class StaticDecoder:
                  max_slots: int = MAX_SLOTS, fused_draw: bool = False) -> None:
         """`max_slots`: call shapes kept captured, each with its cache (`generation.decode_slots`).
         `fused_draw`: with graphs, the counter generator's hash as one compiled kernel
-        (`fused_counter_uniforms`, the same bits) instead of ~100 small ones; off until an H200 has
-        run it (bench/bench_generation.py `ours_graphs_flash`)."""
+        (`fused_counter_uniforms`, the same bits) instead of ~100 small ones (the generation worker's)."""
         if max_slots < 1:
             raise ValueError(f"max_slots must be >= 1, got {max_slots}")
         self.model = model

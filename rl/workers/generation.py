@@ -67,10 +67,11 @@ class GenerationWorker(WorkerBase):
         self.model.to(device=self.device, dtype=self.dtype)
         self.model.eval()
         if self.device == "cuda":
-            use_grouped_decode_attention(self.model)
+            use_grouped_decode_attention(self.model, flash=True)
             fuse_projections(self.model)
         if self.decode != "eager":
-            self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs", max_slots=self.decode_slots)
+            self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs", max_slots=self.decode_slots,
+                                         fused_draw=True)
         self.version = 0
 
     @torch.no_grad()
