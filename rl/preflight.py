@@ -108,8 +108,7 @@ def _vocab_size(tokenizer: str) -> int:
 def _model_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
     """Build the HF config the engine would build (never the weights). A tokenizer given as a
     path is read on the machine only; statically its vocabulary is left to the config."""
-    from rl.models.qwen3_5 import check_config_fields, make_config
-    from rl.models.vision import make_vl_config, vision_token_ids
+    from rl.models.hf_configs import check_config_fields, make_config, make_vl_config, vision_token_ids
 
     model, overrides = cfg.model, dict(cfg.model.config)
     try:
@@ -147,8 +146,7 @@ def _shape_refusals(cfg: RunConfig, shape: dict[str, Any]) -> list[str]:
 def _checkpoint_shape_refusals(cfg: RunConfig) -> list[str]:
     """The shape rules on `model.path`'s own config (with `model.config` over it), read on the
     machine that holds the checkpoint (its config only, never the weights)."""
-    from rl.models.qwen3_5 import text_config
-    from rl.models.vision import vl_config
+    from rl.models.hf_configs import text_config, vl_config
 
     model = cfg.model
     try:
@@ -163,9 +161,10 @@ def _teacher_refusals(cfg: RunConfig, *, machine: bool) -> list[str]:
     machine only) and the distillation step is not asked to pack rows."""
     if cfg.algorithm.name != "distill" or cfg.teacher is None:
         return []
-    from rl.models import llama as _llama  # noqa: F401  (registers its config maker)
-    from rl.models import qwen3_5 as _qwen3_5  # noqa: F401  (registers theirs)
+    from rl.models.build import load_families
     from rl.models.registry import config_registry
+
+    load_families()  # each family registers its config maker
 
     out = []  # a backend without a distillation step refuses it itself (`BackendRules.distills`)
     if cfg.policy.sequence_packing.enabled:

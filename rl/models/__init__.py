@@ -2,15 +2,16 @@
 
     model = build_model(cfg.model, vocab_size=len(tokenizer), seed=42)
     lp = token_logprobs(model, input_ids, attention_mask)   # [B, T], out[:, 0] = 0
+
+The names below load on first use, so that `rl.models.hf_configs` (the preflight's config
+checks) does not pay for transformers' modeling stack; the families register themselves in
+rl/models/registry.py when a model is first built (`rl.models.build.load_families`).
 """
 
-from rl.models import llama as _llama  # noqa: F401  (registers the llama family: distillation teachers)
-from rl.models import qwen3_5 as _qwen3_5  # noqa: F401  (registers the qwen3_5 families)
-from rl.models import vision as _vision  # noqa: F401  (registers their vision-language classes)
-from rl.models.image_inputs import IMAGE_FIELDS, ImageLayout, PromptBatch, encode_prompts
-from rl.models.logprobs import gather_logprobs, token_logprobs
-from rl.models.registry import ModelBuilder, Registry, build_model, registry, vision_registry
-from rl.models.tiny_configs import TINY_CONFIGS, tiny_config
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "IMAGE_FIELDS",
@@ -22,8 +23,19 @@ __all__ = [
     "build_model",
     "encode_prompts",
     "gather_logprobs",
-    "registry",
     "tiny_config",
     "token_logprobs",
-    "vision_registry",
 ]
+_HOME = {
+    "IMAGE_FIELDS": "rl.models.image_inputs", "ImageLayout": "rl.models.image_inputs",
+    "PromptBatch": "rl.models.image_inputs", "encode_prompts": "rl.models.image_inputs",
+    "gather_logprobs": "rl.models.logprobs", "token_logprobs": "rl.models.logprobs",
+    "ModelBuilder": "rl.models.registry", "Registry": "rl.models.registry", "build_model": "rl.models.build",
+    "TINY_CONFIGS": "rl.models.tiny_configs", "tiny_config": "rl.models.tiny_configs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'rl.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOME[name]), name)

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from rl.config import ModelConfig
-from rl.models import build_model, registry, tiny_config, token_logprobs
+from rl.models import build_model, tiny_config, token_logprobs
+from rl.models.build import load_families
+from rl.models.registry import registry
 
 torch.set_num_threads(1)
 FAMILIES = ["qwen3_5", "qwen3_5_moe"]
@@ -51,6 +53,7 @@ def test_tiny_shape_and_overrides(family: str) -> None:
 
 
 def test_registry_and_errors() -> None:
+    load_families()
     assert set(FAMILIES) <= set(registry)
     with pytest.raises(ValueError, match="already registered"):
         registry["qwen3_5"] = registry["qwen3_5"]

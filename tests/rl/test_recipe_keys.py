@@ -49,8 +49,8 @@ READERS: dict[str, tuple[str, str]] = {
     "limits.worker_timeout_s": ("rl/run.py", "cfg.limits.worker_timeout_s"),
     "limits.gpu_hours": ("harness/plan/resources.py", 'recipe["limits"].get("gpu_hours")'),
     # read by the engine
-    "model.family": ("rl/models/registry.py", "family = model.family"),
-    "model.modality": ("rl/models/registry.py", "modality = model.modality"),
+    "model.family": ("rl/models/build.py", "family = model.family"),
+    "model.modality": ("rl/models/build.py", "modality = model.modality"),
     "model.path": ("rl/models/qwen3_5.py", "if model.path:"),
     "model.config": ("rl/models/qwen3_5.py", "overrides = dict(model.config)"),
     "model.tokenizer": ("rl/run.py", "load_tokenizer(cfg.model.tokenizer, model_path=cfg.model.path)"),
