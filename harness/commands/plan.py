@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from harness.plan import Plan, make_plan
+from harness.plan.checkpoint_size import gib_text
 from harness.preflight import ask_before_launch, format_answer
 from harness.recipe import load_recipe
 
@@ -51,6 +52,10 @@ def format_plan(plan: Plan) -> str:
                      f"KV cache {g.kv_cache:.1f}, gated-delta-net state {g.gdn_state:.1f}, draw {g.draw:.1f}"
                      f"{resident}; "
                      f"{g.rows} rows x {g.seq_len} tokens a replica, {g.slots} decode slot(s))")
+    if plan.checkpoints is not None and plan.checkpoints.steps:
+        c = plan.checkpoints
+        lines.append(f"checkpoint {len(c.steps)} save(s) of {gib_text(c.per_save)} (weights and reference "
+                     f"{gib_text(c.weights)}, optimizer state {gib_text(c.optimizer)}), {gib_text(c.after(0))} in all")
     budget = f" (budget {plan.gpu_hours_budget:g})" if plan.gpu_hours_budget else ""
     lines.append(f"gpu-hours  at most {plan.gpu_hours_max:.2f}{budget}")
     lines.extend(f"warning    {w}" for w in plan.warnings)

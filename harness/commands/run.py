@@ -25,6 +25,7 @@ import secrets
 import sqlite3
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
@@ -40,6 +41,7 @@ from harness.errors import UsageError, shown
 from harness.launch import LaunchResult, launch
 from harness.launch.status import write_status
 from harness.plan import Plan, make_plan
+from harness.plan.checkpoint_size import disk_refusal
 from harness.preflight import ask_before_launch, format_answer
 from harness.recipe import apply_overrides, dump_recipe, load_recipe
 from harness.recipe.secret_env import launch_env, redact_recipe, scrub, secret_values
@@ -111,6 +113,23 @@ def newest_checkpoint(run_dir: Path, recipe: Mapping) -> int | None:
     except OSError:
         return None
     return max(steps, default=None)
+
+
+def check_checkpoint_disk(recipe: Mapping, plan: Plan, run_dir: Path, *, resume: bool) -> None:
+    """Refuse, before launch, a run whose checkpoints cannot fit where they go (checkpoint.dir, or
+    the run dir's checkpoints/; each parity variant saves its own). A resume needs only the saves
+    after its newest checkpoint."""
+    if plan.checkpoints is None:
+        return
+    variants = len((recipe["checks"].get("parity") or {}).get("variants") or {}) or 1
+    where = Path((recipe.get("checkpoint") or {}).get("dir") or run_dir / "checkpoints")
+    after = (newest_checkpoint(run_dir, recipe) or 0) if resume else 0
+    size = plan.checkpoints
+    if variants > 1:
+        size = replace(size, weights=size.weights * variants, optimizer=size.optimizer * variants)
+    refusal = disk_refusal(size, where, after_step=after)
+    if refusal:
+        raise UsageError(refusal)
 
 
 def checkpoint_policy(recipe: Mapping) -> str:
@@ -284,6 +303,8 @@ def main(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(args, recipe, recipe_path, plan, run_dir_path(args.out, recipe["name"], recipe.get("run_dir")),
                        refused_here=refused_here, ray_address=ray_address)
+    check_checkpoint_disk(recipe, plan, resume_dir(args.out, recipe) if resume
+                          else run_dir_path(args.out, recipe["name"], recipe.get("run_dir")), resume=resume)
     run_dir = (resume_dir(args.out, recipe) if resume
                else make_run_dir(args.out, recipe["name"], recipe.get("run_dir")))
     if resume and newest_checkpoint(run_dir, recipe) is None:

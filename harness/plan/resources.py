@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from harness.errors import UserError
 from harness.plan.checkpoint_config import missing_config_hint, planned_model_config
+from harness.plan.checkpoint_size import CheckpointSize, estimate_checkpoints
 from harness.plan.generation_memory import GenerationMemory, estimate_generation_memory
 from harness.plan.memory import MemoryEstimate, device_capacity_gib, estimate_memory
 from harness.plan.model_size import ModelSize, model_size
@@ -45,6 +46,7 @@ class Plan:
     generation_memory: GenerationMemory | None  # the generation phase's, per GPU of a replica
     gpu_hours_max: float
     gpu_hours_budget: float
+    checkpoints: CheckpointSize | None = None  # our engine's saves; None: external engine or unknown size
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -62,6 +64,7 @@ class Plan:
             },
             "gpu_hours_max": round(self.gpu_hours_max, 3),
             "gpu_hours_budget": self.gpu_hours_budget,
+            "checkpoints_gib": None if self.checkpoints is None else self.checkpoints.to_json(),
             "warnings": self.warnings,
         }
 
@@ -243,9 +246,11 @@ def make_plan(recipe: Mapping) -> Plan:
     if size is not None:
         model.update(params=size.total_params, active_params=size.active_params,
                      num_experts=size.num_experts, num_layers=size.num_layers, hidden_size=size.hidden_size)
+    checkpoints = (estimate_checkpoints(recipe, size)
+                   if size is not None and not isinstance(recipe.get("engine", "rl"), Mapping) else None)
     return Plan(recipe=recipe["name"], device=device, nodes=nodes, devices_per_node=per_node, world=world,
                 policy=policy, generation=generation, model=model, memory=memory, generation_memory=generation_memory,
-                gpu_hours_max=gpu_hours, gpu_hours_budget=budget, warnings=warnings)
+                gpu_hours_max=gpu_hours, gpu_hours_budget=budget, checkpoints=checkpoints, warnings=warnings)
 
 
 __all__ = ["Plan", "PlanError", "make_plan", "device_capacity_gib"]
