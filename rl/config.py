@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 
 from rl import secret_env, unsafe_env
-from rl.algorithms.loss import LossConfig  # the loss section is the loss's own config
+from rl.algorithms.loss_config import LossConfig  # the loss section is the loss's own config
 from rl.backends.names import backend_names  # policy.backend's choices
-from rl.distill.loss import DistillConfig  # so is the distillation section
+from rl.distill.config import DistillConfig  # so is the distillation section
 from rl.recipe.key import Section, key, section
 from rl.recipe.read import build
 

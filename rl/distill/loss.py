@@ -21,29 +21,14 @@ global mean and shares add up over ranks; zero valid chunks gives kd = 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
+from rl.distill.config import RESPONSES, DistillConfig
 from rl.distill.projection import Projection
-from rl.recipe.key import Section, key
 
-__all__ = ["DistillConfig", "RESPONSES", "chunk_mask", "chunk_means", "xtoken_loss"]
-
-RESPONSES = ("dataset",)
 EPS = 1e-10
 
-
-@dataclass(kw_only=True, frozen=True)
-class DistillConfig(Section):
-    """The recipe's `algorithm.distill` section."""
-
-    kl_weight: float = key(1.0, ge=0, doc='weight of KL(teacher || student) over aligned chunks')
-    ce_weight: float = key(0.0, ge=0, doc="weight of the student's own next-token cross-entropy")
-    temperature: float = key(1.0, gt=0, doc="both sides' logits divided by it; the KL multiplied by its square")
-    vocab_topk: int = key(16, ge=1, doc='teacher ids per chunk the KL is taken over')
-    projection_topk: int = key(4, ge=1, doc='teacher pieces kept per student token in the projection')
-    responses: str = key("dataset", choices=RESPONSES, doc="where responses come from: the task's answers")
+__all__ = ["DistillConfig", "RESPONSES", "chunk_mask", "chunk_means", "xtoken_loss"]
 
 def chunk_means(values: torch.Tensor, chunk_ids: torch.Tensor, num_chunks: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean of `values` [B, T, V] over each chunk's positions -> ([B, C, V], counts [B, C]).

@@ -120,7 +120,7 @@ READERS: dict[str, tuple[str, str]] = {
     "algorithm.distill.temperature": ("rl/distill/loss.py", "cfg.temperature"),
     "algorithm.distill.vocab_topk": ("rl/distill/loss.py", "cfg.vocab_topk"),
     "algorithm.distill.projection_topk": ("rl/run.py", "cfg.algorithm.distill.projection_topk"),
-    "algorithm.distill.responses": ("rl/distill/loss.py", "choices=RESPONSES"),
+    "algorithm.distill.responses": ("rl/distill/config.py", "choices=RESPONSES"),
     "teacher": ("rl/config.py", "if cfg.teacher is None:"),
     "teacher.family": ("rl/preflight.py", "config_registry[t.family]"),
     "teacher.path": ("rl/models/llama.py", "if model.path:"),
