@@ -6,9 +6,8 @@ dim 0 is the batch, or a plain list with one entry per row. Every method keeps t
 
 Sharding follows the reference: `shard_by_batch_size(shards, batch_size)` cuts the batch into
 global batches of `batch_size` rows, and rank r gets the r-th contiguous block of EACH global
-batch. `from_batches` concatenates per-rank results back (right-padding 2-D tensors), and
-`reorder_data(p)` scatters row i to position p[i], so sharding is undone by scattering with
-the original row indices (see `shard_indices`).
+batch. `from_batches` concatenates per-rank results back (right-padding 2-D tensors), in rank
+order; `shard_indices` says which original row each joined row is.
 """
 
 from __future__ import annotations
@@ -72,8 +71,7 @@ class BatchedDataDict(dict):
     """A dict of columns that all have the same number of rows.
 
     Methods that build a batch (`select_indices`, `slice`, `repeat_interleave`, `to`,
-    `shard_by_batch_size`, `from_batches`) return new objects and leave `self` untouched;
-    `reorder_data` permutes in place (as the reference does) and also returns `self`.
+    `shard_by_batch_size`, `from_batches`) return new objects and leave `self` untouched.
     """
 
     @property
@@ -108,23 +106,6 @@ class BatchedDataDict(dict):
             raise ValueError(f"repeat_interleave: repeats must be positive, got {repeats}")
         indices = [i for i in range(self.size) for _ in range(repeats)]
         return self.select_indices(indices)
-
-    def reorder_data(self, permutation: Sequence[int] | torch.Tensor) -> BatchedDataDict:
-        """Scatter in place: row i moves to position `permutation[i]`.
-
-        This is the forward permutation, not its inverse: with `p = [2, 0, 1]` the rows
-        `[a, b, c]` become `[b, c, a]`. Returns `self` for chaining.
-        """
-        p = permutation.tolist() if isinstance(permutation, torch.Tensor) else list(permutation)
-        size = self.size
-        if sorted(p) != list(range(size)):
-            raise DataIntegrityError(f"reorder_data: expected a permutation of range({size}), got {p}")
-        gather = [0] * size
-        for src, dst in enumerate(p):
-            gather[dst] = src
-        for key in list(self.keys()):
-            self[key] = _take(self[key], gather)
-        return self
 
     # --- sharding ------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ At 16k rows over DP 64 the re-checks were most of the driver's dispatch time (is
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
@@ -247,20 +247,6 @@ class KVBatchMeta:
             extra_info=extra,
         )
 
-    def stamp_tags(self, values: Mapping[str, Sequence[Any]]) -> KVBatchMeta:
-        """Set tag `name` of row i to `values[name][i]` for every name; other tags are kept."""
-        n = len(self.keys)
-        for name, column in values.items():
-            if len(column) != n:
-                raise ValueError(
-                    f"KVBatchMeta.stamp_tags: tag {name!r} has {len(column)} values for {n} rows"
-                )
-        tags = tuple(
-            {**tag, **{name: column[i] for name, column in values.items()}}
-            for i, tag in enumerate(self.tags)
-        )
-        return self._same_rows(tags=tags)
-
     def with_fields(self, *names: str) -> KVBatchMeta:
         """The same rows with `names` added to `fields` (existing order kept, no duplicates).
 
@@ -271,7 +257,3 @@ class KVBatchMeta:
             raise ValueError(f"KVBatchMeta.fields must be unique str names, got {names}")
         new = tuple(n for n in dict.fromkeys(names) if n not in self.fields)
         return self._same_rows(fields=self.fields + new)
-
-    def with_extra_info(self, **values: Any) -> KVBatchMeta:
-        """The same rows with `extra_info` updated by `values`."""
-        return self._same_rows(extra_info={**self.extra_info, **values})
