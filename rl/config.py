@@ -238,7 +238,7 @@ class GenerationConfig(Section):
         "over the mean's, each step. Same tokens whatever the count (each row keeps its seed). "
         "Colocated on GPUs, replica i shares policy rank i's GPU and is refit from rank i's "
         "buckets on the device; on the CPU every replica loads the policy's weights from the "
-        'object store. `null`: **one per GPU when colocated on GPUs, else 1** (`rl/placement.py` '
+        'object store. `null`: **one per GPU when colocated on GPUs, else 1** (`rl/cluster/placement.py` '
         "`generation_replicas`). Refused before launch: more than the run's GPUs when colocated "
         'on GPUs, and more than 1 with `generation.colocated: false` (its refit channel is a '
         'group of two)'))

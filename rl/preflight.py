@@ -42,9 +42,9 @@ from typing import Any
 import yaml
 
 from rl.backends.rules import backend_rules
+from rl.cluster.placement import is_gpu, plan_placement
 from rl.config import RunConfig, parse_config
 from rl.generation.decode_mode import fp32_experts, resolve_decode
-from rl.placement import is_gpu, plan_placement
 
 __all__ = ["GENERATION_BACKENDS", "GenerationBackend", "check_config", "check_file", "import_refusals", "importable",
            "machine_refusals", "main",
@@ -73,7 +73,7 @@ GENERATION_BACKENDS: dict[str, GenerationBackend] = {
 
 def visible_capacity() -> tuple[int, int, str]:
     """GPUs and alive nodes the engine would get, and where: the Ray cluster at RAY_ADDRESS,
-    which the engine joins when it is set (rl/cluster.py), else this machine (one node: a
+    which the engine joins when it is set (rl/cluster/ray_cluster.py), else this machine (one node: a
     private local Ray) and the CUDA devices it sees."""
     address = os.environ.get("RAY_ADDRESS")
     if address:
@@ -286,7 +286,7 @@ def needs(cfg: RunConfig) -> list[str]:
 
 
 def _cluster_refusals(cfg: RunConfig) -> list[str]:
-    """Several nodes: ranks are placed node-major (rl/placement.py), so a TP x CP group (a
+    """Several nodes: ranks are placed node-major (rl/cluster/placement.py), so a TP x CP group (a
     collective in every layer) stays inside a node only when it divides a node's devices. EP may
     span nodes (the 35B recipe's EP 16 over 2 x 8: one all-to-all per MoE layer, as the reference)."""
     c, p = cfg.cluster, cfg.policy.parallel

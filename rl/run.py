@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from rl import checkpoint, faults, secret_env
+from rl.cluster.worker_errors import DeadWorkerError, WorkerTimeoutError
 from rl.config import ROLES, ModelConfig, RunConfig, read_recipe, resolved_config
 from rl.preflight import check_config
 from rl.runlog import METRICS, STATUS, RunLog, read_jsonl, write_json_atomic
-from rl.worker_errors import DeadWorkerError, WorkerTimeoutError
 
 log = logging.getLogger("rl.run")
 
@@ -205,12 +205,12 @@ class Engine:
         import ray
 
         from rl.algorithms.grpo import GRPODriver
-        from rl.cluster import Cluster, start_ray
+        from rl.cluster.placement import plan_placement
+        from rl.cluster.ray_cluster import Cluster, start_ray
         from rl.data.plane import plane_class
         from rl.envs import make_env
         from rl.generation.decode_mode import fp32_experts, resolve_decode
         from rl.models import ImageLayout, build_model
-        from rl.placement import plan_placement
         from rl.tokenizer import load_tokenizer
         from rl.warm_start import warm_start
         from rl.workers.build import (

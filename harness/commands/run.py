@@ -181,7 +181,7 @@ def write_inputs(run_dir: Path, recipe: Mapping, plan: dict) -> Path:
 
 def jobs_address(cli_address: str | None) -> str | None:
     """The Ray Jobs address to submit to: --ray-address, else RAY_ADDRESS when it is a dashboard
-    URL (a GCS address, host:port, is one the engine joins as a driver: rl/cluster.py)."""
+    URL (a GCS address, host:port, is one the engine joins as a driver: rl/cluster/ray_cluster.py)."""
     address = cli_address or os.environ.get("RAY_ADDRESS", "")
     if not address:
         return None

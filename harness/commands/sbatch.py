@@ -3,7 +3,7 @@
 Writes a Slurm batch script that runs the recipe on `cluster.nodes` allocated nodes: it starts a
 Ray head on the first node and a Ray worker on each other one (`srun`), waits until Ray counts
 every node, runs `harness run` on the first node with RAY_ADDRESS set to the head (the engine
-joins it as a driver and spreads its ranks over the nodes, rl/placement.py), then stops Ray on
+joins it as a driver and spreads its ranks over the nodes, rl/cluster/placement.py), then stops Ray on
 every node. The job's exit code is the harness's; a requeued job whose run dir already holds the
 run resumes it (`harness run --resume`, from `checkpoint.dir` or RUN_DIR/checkpoints). The Ray
 it starts has token auth with a fresh random token, like the engine's private Ray. The run dir

@@ -20,7 +20,7 @@ class WorkerBase:
     def __init__(self, *, name: str, rank: int, env_keys: list[str], unset_env: Sequence[str] = (),
                  secret_env: Mapping[str, str] | None = None, device: str = "cpu") -> None:
         # `secret_env`: the recipe's secrets, handed over as constructor arguments because Ray
-        # writes a runtime env into worker command lines and its logs (rl/cluster.py).
+        # writes a runtime env into worker command lines and its logs (rl/cluster/ray_cluster.py).
         os.environ.update(secret_env or {})
         # `unset_env`: variables only the other role's env sets (RunConfig.worker_env). They can
         # still reach this process from outside its runtime env: a local Ray starts workers from

@@ -15,9 +15,9 @@ from rl.workers.generation import GenerationWorker
 from rl.workers.policy import PolicyWorker
 
 if TYPE_CHECKING:
-    from rl.cluster import Cluster, WorkerHandle
+    from rl.cluster.placement import Placement
+    from rl.cluster.ray_cluster import Cluster, WorkerHandle
     from rl.config import GenerationConfig, ModelConfig, PolicyConfig
-    from rl.placement import Placement
 
 __all__ = ["setup_generation_workers", "setup_policy_workers", "spawn_generation_workers", "spawn_policy_workers"]
 
@@ -42,7 +42,7 @@ def spawn_generation_workers(cluster: Cluster, placement: Placement, generation:
 def setup_policy_workers(ranks: list[WorkerHandle], *, master: tuple[str, int], model: ModelConfig,
                          policy: PolicyConfig, vocab_size: int, seed: int, weights: Any, teacher: Any) -> list[Any]:
     """Every rank's `setup` call (object refs): its backend from the `model` and `policy` sections.
-    `policy.env` stays behind: the rank got its role's env when it was spawned (rl/cluster.py), and
+    `policy.env` stays behind: the rank got its role's env when it was spawned (rl/cluster/ray_cluster.py), and
     secret values travel in no task argument."""
     policy = replace(policy, env={})
     return [h.actor.setup.remote(master=master, model=model, policy=policy, vocab_size=vocab_size, seed=seed,

@@ -24,13 +24,13 @@ from typing import Any
 import torch
 
 from rl import refit
+from rl.cluster.ports import free_port
 from rl.config import ModelConfig
 from rl.generation import generate
 from rl.generation.decode_attention import use_grouped_decode_attention
 from rl.generation.fused_projections import fuse_projections
 from rl.generation.static_decode import MAX_SLOTS, StaticDecoder
 from rl.models import build_model
-from rl.ports import free_port
 from rl.refit_channel import RECEIVER, RefitChannel
 from rl.workers.base import WorkerBase
 

@@ -20,7 +20,7 @@ import torch
 
 from rl import checkpoint
 from rl.algorithms.loss import LossConfig
-from rl.cluster import Cluster, WorkerHandle
+from rl.cluster.ray_cluster import Cluster, WorkerHandle
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.data.dispatch import dp_dispatch, flops_post_train
 from rl.models.image_inputs import IMAGE_FIELDS

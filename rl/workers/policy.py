@@ -31,11 +31,11 @@ from rl.backends import get_backend
 from rl.backends.offload import HostOffload
 from rl.backends.rules import backend_rules
 from rl.backends.train_step import train_fields
+from rl.cluster.ports import free_port
 from rl.config import ModelConfig, PolicyConfig
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.data.plane import RankRows
 from rl.models.image_inputs import IMAGE_FIELDS
-from rl.ports import free_port
 from rl.refit_channel import SENDER, RefitChannel
 from rl.workers.base import WorkerBase
 

@@ -162,7 +162,7 @@ def test_an_external_engine_over_our_memory_model_plans_with_a_warning():
 
 
 def test_replicas_follow_the_engines_rule_when_the_recipe_leaves_them_null():
-    """One per GPU when colocated on GPUs, else one (rl/placement.py `generation_replicas`)."""
+    """One per GPU when colocated on GPUs, else one (rl/cluster/placement.py `generation_replicas`)."""
     assert (make_plan(recipe(generation__tp=1, policy__max_seq_len=4096, policy__activation_checkpointing=True))
             .generation["replicas"] == 16)
     one_replica = recipe(generation__tp=1, generation__colocated=False, generation__max_new_tokens=2048)

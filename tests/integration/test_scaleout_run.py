@@ -31,8 +31,8 @@ import pytest
 import yaml
 
 from harness.cli import main
-from rl.cluster import RAY_START_ATTEMPTS, RAY_START_TIMED_OUT
-from rl.ports import free_port
+from rl.cluster.ports import free_port
+from rl.cluster.ray_cluster import RAY_START_ATTEMPTS, RAY_START_TIMED_OUT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow(seconds=235)]  # the file, measured on 2 shared cores
 
@@ -72,7 +72,7 @@ def start_two_nodes(node_dir: str) -> tuple[Any, Any]:
 @contextlib.contextmanager
 def two_node_ray_cluster():
     """A 2-node Ray cluster with a job server; yields (dashboard URL, node ids). A node that missed
-    Ray's raylet registration is not a verdict: the cluster is started again, as rl/cluster.py does
+    Ray's raylet registration is not a verdict: the cluster is started again, as rl/cluster/ray_cluster.py does
     (the processes of a node that raised in its start, which Ray gives no handle to, end with this
     process: Ray starts them fate-sharing)."""
     for attempt in range(1, RAY_START_ATTEMPTS + 1):

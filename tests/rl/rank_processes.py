@@ -8,7 +8,7 @@ else, so each starts clean without paying those imports again.
 on 127.0.0.1 for its process group or store. Its return value comes back through a file.
 
 Why a spawn is retried: a port found free here is bound by the child seconds later, after it
-imports torch; `rl.ports.free_port` keeps clear of outgoing connections' ports, but another
+imports torch; `rl.cluster.ports.free_port` keeps clear of outgoing connections' ports, but another
 listener may still win the race. A lost race (EADDRINUSE at rendezvous, before any test work)
 is retried on a fresh port.
 """
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
-from rl.ports import free_port
+from rl.cluster.ports import free_port
 
 ATTEMPTS = 3
 # Rank processes come from a fork server that imported these once (per pytest worker): a spawned

@@ -33,7 +33,7 @@ pytest.importorskip("transfer_queue")
 
 @pytest.fixture(scope="module")
 def tq_store() -> Iterator[DataPlaneClient]:
-    from rl.cluster import start_ray  # after the importorskip of ray above
+    from rl.cluster.ray_cluster import start_ray  # after the importorskip of ray above
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     address = os.environ.pop("RAY_ADDRESS", None)  # a private Ray, never a cluster the environment names

@@ -1,9 +1,9 @@
-"""rl.placement: the bundles and actor slots of CPU and GPU runs, and their nodes (rl.cluster.assign_nodes)."""
+"""rl.cluster.placement: the bundles and actor slots of CPU and GPU runs, and their nodes (rl.cluster.assign_nodes)."""
 
 import pytest
 
-from rl.cluster import assign_nodes
-from rl.placement import CPUS_PER_GPU, WORKER_CPUS, generation_replicas, plan_placement
+from rl.cluster.placement import CPUS_PER_GPU, WORKER_CPUS, generation_replicas, plan_placement
+from rl.cluster.ray_cluster import assign_nodes
 
 
 def test_cpu_run_fractional_cpus_one_bundle_each():

@@ -8,7 +8,7 @@ import pytest
 import torch.multiprocessing as mp
 from rank_processes import spawn_on_free_port
 
-from rl.ports import ephemeral_start, free_port
+from rl.cluster.ports import ephemeral_start, free_port
 
 
 def _taken_once(rank: int, port: int, marker: str, ports: str) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rl import cluster
+from rl.cluster import ray_cluster as cluster
 
 TIMED_OUT = Exception("The current node timed out during startup. This could happen because some of the raylet "
                       "failed to startup or the GCS has become overloaded.")

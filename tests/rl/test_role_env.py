@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from rl import faults, secret_env
-from rl.cluster import worker_env
+from rl.cluster.ray_cluster import worker_env
 from rl.config import load_config, parse_config, read_recipe
 from rl.run import _hidden_env, _without_faults
 from rl.workers.base import WorkerBase

@@ -66,13 +66,13 @@ from rl.backends.train_step import (
     schedule_lr,
     train_fields,
 )
+from rl.cluster.ports import free_port
 from rl.config import ModelConfig, ParallelConfig, PolicyConfig
 from rl.data.errors import DataIntegrityError
 from rl.models.image_inputs import IMAGE_FIELDS
 from rl.models.packing import Packing
 from rl.models.qwen3_5 import text_config
 from rl.models.vision import vl_config
-from rl.ports import free_port
 
 __all__ = ["MegatronBackend"]
 

@@ -1,7 +1,7 @@
 """Ray for the engine: start or join a cluster, reserve a placement group, start named
 workers, and wait on them so that a dead worker is named and nothing waits forever.
 
-Where each worker runs is `rl.placement`'s rule (CPU fractions on a CPU box, one GPU bundle per
+Where each worker runs is `rl.cluster.placement`'s rule (CPU fractions on a CPU box, one GPU bundle per
 policy rank on a GPU machine); with several nodes each bundle is pinned to the Ray node chosen
 for its node index (`assign_nodes`: the driver's node is node 0 when it fits). A private Ray
 gets a fresh random auth token per run, so no other local user can submit work to it while the
@@ -30,8 +30,8 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from rl.placement import ActorSlot, Placement
-from rl.worker_errors import DeadWorkerError, WorkerTimeoutError
+from rl.cluster.placement import ActorSlot, Placement
+from rl.cluster.worker_errors import DeadWorkerError, WorkerTimeoutError
 
 __all__ = ["Cluster", "DeadWorkerError", "WorkerHandle", "WorkerTimeoutError", "assign_nodes", "start_ray"]
 
