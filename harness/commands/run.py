@@ -303,10 +303,10 @@ def main(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(args, recipe, recipe_path, plan, run_dir_path(args.out, recipe["name"], recipe.get("run_dir")),
                        refused_here=refused_here, ray_address=ray_address)
-    check_checkpoint_disk(recipe, plan, resume_dir(args.out, recipe) if resume
-                          else run_dir_path(args.out, recipe["name"], recipe.get("run_dir")), resume=resume)
-    run_dir = (resume_dir(args.out, recipe) if resume
-               else make_run_dir(args.out, recipe["name"], recipe.get("run_dir")))
+    resumed = resume_dir(args.out, recipe) if resume else None
+    check_checkpoint_disk(recipe, plan, resumed or run_dir_path(args.out, recipe["name"], recipe.get("run_dir")),
+                          resume=resume)
+    run_dir = resumed or make_run_dir(args.out, recipe["name"], recipe.get("run_dir"))
     if resume and newest_checkpoint(run_dir, recipe) is None:
         print(f"warning: --resume: {run_dir} holds no checkpoint ({checkpoint_policy(recipe)}, "
               "checkpoint.every_steps): the engine starts again at step 1", file=sys.stderr)
