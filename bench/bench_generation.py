@@ -16,12 +16,15 @@ the hf_* variants always are). Variants:
   ours_graphs  rl.generation.static_decode.StaticDecoder, decode step replayed from a CUDA graph,
                with the projections fused (rl.generation.fused_projections), the decode
                attention's split-K Triton kernel (rl.generation.flash_decode: reads only the cache's
-               live keys; sdpa where Triton is missing, which the `decode_kernel` field says) and
+               live keys; sdpa where Triton is missing, which the `decode_kernel` field says), the
+               gated-delta-net layers' one-token step (rl.generation.gdn_decode: one input product,
+               the delta rule as one Triton kernel on the cache's state; the `gdn_step` field) and
                the draw's counter generator as one kernel (`fused_draw`): what the generation
                worker runs on CUDA
+  ours_graphs_hf_gdn  the same with transformers' gated-delta-net forward in the decode step
   ours_graphs_sdpa  the same with sdpa's kernel for the grouped decode attention and the draw's
                hash in small kernels (the engine's decode before the Triton kernel)
-  ours_graphs_unfused  ours_graphs without the fused projections
+  ours_graphs_unfused  ours_graphs without the fused projections (nor the gated-delta-net step)
   ours_static  the same loop without the graph
   ours_eager   rl.generation.sampler.generate (the model's growing cache, one host sync a token)
   hf_static    model.generate(cache_implementation="static"): HF compiles the decode forward
@@ -50,10 +53,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-VARIANTS = ("ours_graphs", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager", "hf_static",
-            "hf_dynamic")
+VARIANTS = ("ours_graphs", "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static",
+            "ours_eager", "hf_static", "hf_dynamic")
 # the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
-FLASH_VARIANTS = ("ours_graphs", "ours_graphs_unfused", "ours_static", "ours_eager")
+FLASH_VARIANTS = ("ours_graphs", "ours_graphs_hf_gdn", "ours_graphs_unfused", "ours_static", "ours_eager")
+GDN_STEP_VARIANTS = ("ours_graphs", "ours_static", "ours_eager")  # ... and rl.generation.gdn_decode's step
 
 
 def model_config(name: str, layers: str) -> tuple[Any, int]:
@@ -169,6 +173,7 @@ def main() -> None:
     from rl.generation.decode_attention import use_grouped_decode_attention
     from rl.generation.flash_decode import triton
     from rl.generation.fused_projections import fuse_projections
+    from rl.generation.gdn_decode import triton_runs, use_gdn_decode
     from rl.generation.static_decode import StaticDecoder
     from rl.models import build_model
 
@@ -190,6 +195,12 @@ def main() -> None:
         use_grouped_decode_attention(unfused, flash=True)
     our_model = copy.deepcopy(unfused)
     fuse_projections(our_model)
+    graphs_hf_gdn = None
+    if "ours_graphs_hf_gdn" in args.variants:
+        hf_gdn_model = copy.deepcopy(unfused)
+        fuse_projections(hf_gdn_model)
+        graphs_hf_gdn = StaticDecoder(hf_gdn_model, use_graphs=True, fused_draw=True)
+    gdn_step = "triton" if use_gdn_decode(our_model) and triton_runs(prompt) else "-"
     graphs = StaticDecoder(our_model, use_graphs=True, fused_draw=True)
     static = StaticDecoder(our_model, use_graphs=False)
     graphs_unfused = (StaticDecoder(unfused, use_graphs=True, fused_draw=True)
@@ -204,6 +215,7 @@ def main() -> None:
     flash = args.attention == "grouped" and triton is not None
     runs = {
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_hf_gdn": lambda: graphs_hf_gdn.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_sdpa": lambda: graphs_sdpa.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_unfused": lambda: graphs_unfused.generate(prompt, seeds=seeds, **ours),
         "ours_static": lambda: static.generate(prompt, seeds=seeds, **ours),
@@ -225,6 +237,7 @@ def main() -> None:
                              prompt=args.prompt, new=args.new,
                              attention=args.attention if name.startswith("ours") else "sdpa",
                              decode_kernel="flash_decode" if flash and name in FLASH_VARIANTS else "sdpa",
+                             gdn_step=gdn_step if name in GDN_STEP_VARIANTS else "-",
                              first_s=round(first, 3), seconds=round(median, 4),
                              tokens_per_sec=round(args.batch * args.new / median, 1),
                              device=torch.cuda.get_device_name(), torch=torch.__version__,

@@ -25,10 +25,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["fuse_projections"]
+__all__ = ["fuse_projections", "stack_linears"]
 
 
-def _stack(module: nn.Module, names: tuple[str, ...]) -> tuple[torch.Tensor, list[int]]:
+def stack_linears(module: nn.Module, names: tuple[str, ...]) -> tuple[torch.Tensor, list[int]]:
     """Stack the named Linear layers' weights into one tensor; their Parameters become its views."""
     layers = [getattr(module, name) for name in names]
     if any(layer.bias is not None for layer in layers):
@@ -95,12 +95,12 @@ def fuse_projections(model: nn.Module) -> int:
     fused = 0
     for module in model.modules():
         if isinstance(module, attentions) and not hasattr(module, "fused_qkv"):
-            module.fused_qkv, module.fused_qkv_sizes = _stack(module, ("q_proj", "k_proj", "v_proj"))
+            module.fused_qkv, module.fused_qkv_sizes = stack_linears(module, ("q_proj", "k_proj", "v_proj"))
             module.fused_cache_kwargs = "cache" in inspect.signature(type(module).forward).parameters
             module.forward = types.MethodType(_attention_forward, module)
             fused += 1
         elif isinstance(module, mlps) and not hasattr(module, "fused_gate_up"):
-            module.fused_gate_up, module.fused_gate_up_sizes = _stack(module, ("gate_proj", "up_proj"))
+            module.fused_gate_up, module.fused_gate_up_sizes = stack_linears(module, ("gate_proj", "up_proj"))
             module.forward = types.MethodType(_mlp_forward, module)
             fused += 1
     return fused

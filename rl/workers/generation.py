@@ -29,6 +29,7 @@ from rl.config import ModelConfig
 from rl.generation import generate
 from rl.generation.decode_attention import use_grouped_decode_attention
 from rl.generation.fused_projections import fuse_projections
+from rl.generation.gdn_decode import use_gdn_decode
 from rl.generation.static_decode import MAX_SLOTS, StaticDecoder
 from rl.models import build_model
 from rl.refit_channel import RECEIVER, RefitChannel
@@ -69,6 +70,7 @@ class GenerationWorker(WorkerBase):
         if self.device == "cuda":
             use_grouped_decode_attention(self.model, flash=True)
             fuse_projections(self.model)
+            use_gdn_decode(self.model)
         if self.decode != "eager":
             self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs", max_slots=self.decode_slots,
                                          fused_draw=True)

@@ -72,9 +72,9 @@ def test_equals_masked_attention_over_the_live_keys(device: str, groups: int, di
 
 
 def test_one_split_and_no_mask(device: str) -> None:
-    """A batch that fills the SMs alone gets one split; no mask attends to every key."""
-    (q, k, v), _ = _case(4, 2, 4, 100, 64, torch.float32, device, [(0, 100)] * 4)
-    assert num_splits(4 * 2, 100, 4) == 1
+    """A cache of one block of keys gets one split; no mask attends to every key."""
+    (q, k, v), _ = _case(4, 2, 4, BLOCK_N - 4, 64, torch.float32, device, [(0, BLOCK_N - 4)] * 4)
+    assert num_splits(4 * 2, BLOCK_N - 4, 132) == 1
     torch.testing.assert_close(flash_decode(q, k, v, None, 0.2), _reference(q, k, v, None, 0.2).to(device),
                                rtol=0, atol=2e-5)
 
@@ -123,9 +123,11 @@ def test_the_op_traces_for_torch_compile(device: str) -> None:
     torch.library.opcheck(flash_decode, (q, k, v, mask, 0.125), test_utils=("test_schema", "test_faketensor"))
 
 
-def test_splits_fill_the_multiprocessors_about_twice() -> None:
-    """dense_1b at batch 64 (4 key/value heads), Qwen3.5 full size (2), 384 cache columns, 132 SMs."""
-    assert num_splits(64 * 4, 384, 132) == 2
-    assert num_splits(64 * 2, 384, 132) == 3
-    assert num_splits(256 * 4, 384, 132) == 1
+def test_splits_fill_what_the_multiprocessors_hold() -> None:
+    """dense_1b at batch 64 and 256 (4 key/value heads), Qwen3.5 full size (2), 384 cache columns
+    (6 blocks), 132 SMs of 16 programs each: 2,112 programs."""
+    assert num_splits(64 * 4, 384, 132) == 6  # a block a program: 1,536
+    assert num_splits(64 * 2, 384, 132) == 6
+    assert num_splits(256 * 4, 384, 132) == 3  # 3,072
+    assert num_splits(256 * 4, 8192, 132) == 3  # long caches: more blocks a program, not more programs
     assert num_splits(1, 100, 132) == 2  # never more splits than blocks of keys
