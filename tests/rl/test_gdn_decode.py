@@ -36,7 +36,8 @@ def _inputs(batch: int, key_heads: int, value_heads: int, dim: int, dtype, seed:
 
 
 def _transformers_step(mixed, a, b, a_log, dt_bias, state, key_heads):
-    """transformers' layer arithmetic around its torch recurrence (5.24: q/k repeated inside)."""
+    """transformers' layer arithmetic around its torch recurrence; q/k repeated to the value heads
+    here, as 5.17's layer does before the call (5.24's repeats inside it, a no-op then)."""
     from transformers.models.qwen3_5 import modeling_qwen3_5 as m
 
     rule = getattr(m.torch_recurrent_gated_delta_rule, "__wrapped__", m.torch_recurrent_gated_delta_rule)
@@ -45,7 +46,9 @@ def _transformers_step(mixed, a, b, a_log, dt_bias, state, key_heads):
     q, k, v = mixed[:, :key_dim], mixed[:, key_dim:2 * key_dim], mixed[:, 2 * key_dim:]
     beta = b.sigmoid()
     g = -a_log.float().exp() * torch.nn.functional.softplus(a.float() + dt_bias)
-    out, new_state = rule(q.reshape(batch, 1, key_heads, dim), k.reshape(batch, 1, key_heads, dim),
+    ratio = value_heads // key_heads
+    q, k = (x.reshape(batch, 1, key_heads, dim).repeat_interleave(ratio, dim=2) for x in (q, k))
+    out, new_state = rule(q, k,
                           v.reshape(batch, 1, value_heads, dim), g=g[:, None], beta=beta[:, None],
                           initial_state=state.clone(), output_final_state=True, use_qk_l2norm_in_kernel=True)
     return out, new_state
