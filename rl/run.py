@@ -204,12 +204,12 @@ class Engine:
     def setup(self) -> None:
         import ray
 
-        from rl.algorithms.grpo import GRPODriver
         from rl.cluster.placement import plan_placement
         from rl.cluster.ray_cluster import Cluster, start_ray
         from rl.data.plane import plane_class
         from rl.envs import make_env
         from rl.generation.decode_mode import fp32_experts, resolve_decode
+        from rl.loops.grpo import GRPODriver
         from rl.models import ImageLayout, build_model
         from rl.tokenizer import load_tokenizer
         from rl.warm_start import warm_start
@@ -291,7 +291,7 @@ class Engine:
             checkpoint.restore_rng(self.ckpt.rng)
         self._report_env(workers)
         if distill:
-            from rl.distill.driver import DistillDriver
+            from rl.loops.distill import DistillDriver
 
             self.driver = DistillDriver(cfg=cfg, policy=self.policy, student=teacher["student_side"],
                                         teacher=teacher["teacher_side"], env=env, store=self.plane,

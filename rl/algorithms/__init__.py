@@ -1,4 +1,5 @@
-"""GRPO math: advantages, the clipped policy-gradient loss, KL estimators (pure torch).
+"""GRPO math: advantages, the clipped policy-gradient loss, KL estimators (pure torch); the loop
+that drives them is rl/loops/grpo.py.
 
 The names below load on first use: rl/config.py reads `rl.algorithms.loss_config` without torch.
 """

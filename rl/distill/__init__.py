@@ -1,4 +1,5 @@
-"""Cross-tokenizer distillation: chunk alignment, the token projection, the loss, the driver.
+"""Cross-tokenizer distillation maths: chunk alignment, the token projection, the loss, a rank's step
+(the loop that drives them is rl/loops/distill.py).
 
 The names below load on first use: rl/config.py reads `rl.distill.config` without torch.
 """

@@ -1,5 +1,6 @@
 """The import graph of the source, read with `ast` (nothing is imported): rl/ has no import circle,
-and `harness` and `rl` never import each other.
+the maths packages import no driver, worker or generation (no arrow runs up from them), and
+`harness` and `rl` never import each other.
 
 Every `import` statement counts, at module level, under `if TYPE_CHECKING:` or inside a function (a
 lazy import is still an arrow: hiding one in a function does not break a circle). An import of a
@@ -105,6 +106,37 @@ def test_find_cycle_sees_a_lazy_circle(tmp_path: Path) -> None:
     assert find_cycle({"rl.a": {"rl.b": 3}, "rl.b": {}}) == []
     (tmp_path / "m.py").write_text("import os\n\ndef f():\n    from . import sibling\n    import rl.config\n")
     assert _imported_names("rl.pkg.m", tmp_path / "m.py") == [("os", 1), ("rl.pkg.sibling", 4), ("rl.config", 5)]
+
+
+# The maths packages and what they may not import: the loops (rl/loops/) sequence generation, the
+# data plane, the workers and the maths; the maths knows none of them, so it runs and tests alone.
+MATHS = ("rl.algorithms", "rl.distill")
+ABOVE_MATHS = ("rl.loops", "rl.generation", "rl.workers", "rl.cluster", "rl.run")
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def upward_arrows(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Every arrow from a maths module to a module above the maths, as "a imports b (line n)"."""
+    return [f"{a} imports {b} (line {line})" for a, arrows in sorted(graph.items()) if _within(a, MATHS)
+            for b, line in sorted(arrows.items()) if _within(b, ABOVE_MATHS)]
+
+
+def test_the_maths_imports_no_loop_worker_or_generation() -> None:
+    graph = _import_graph("rl")
+    assert any(_within(m, MATHS) for m in graph) and any(m.startswith("rl.loops.") for m in graph)
+    assert upward_arrows(graph) == []
+
+
+def test_upward_arrows_sees_one() -> None:
+    """The check itself: an arrow from the maths up to generation or a loop is named."""
+    graph = {"rl.algorithms.loss": {"rl.data.errors": 28}, "rl.algorithms.x": {"rl.generation": 24},
+             "rl.distill.y": {"rl.loops.grpo": 21}, "rl.loops.grpo": {"rl.generation": 24},
+             "rl.algorithmsx": {"rl.workers": 1}}
+    assert upward_arrows(graph) == ["rl.algorithms.x imports rl.generation (line 24)",
+                                    "rl.distill.y imports rl.loops.grpo (line 21)"]
 
 
 def _top_level_imports(package: str) -> dict[str, list[str]]:

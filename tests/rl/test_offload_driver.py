@@ -9,9 +9,9 @@ import types
 import pytest
 import torch
 
-from rl.algorithms import grpo
-from rl.algorithms.grpo import GRPODriver
 from rl.config import GenerationConfig, RunConfig
+from rl.loops import grpo
+from rl.loops.grpo import GRPODriver
 from rl.metrics import Timer
 
 

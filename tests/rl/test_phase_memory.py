@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rl.algorithms.grpo import GRPODriver
 from rl.config import GenerationConfig, RunConfig
+from rl.loops.grpo import GRPODriver
 from rl.metrics import Timer
 from rl.metrics.phase_memory import PhaseMemory, gpu_peaks
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl.algorithms.grpo import PHASES, TIMING_KEYS, phase_seconds
+from rl.loops.grpo import PHASES, TIMING_KEYS, phase_seconds
 
 
 def test_phases_and_other_add_up_to_the_step() -> None:

@@ -24,11 +24,12 @@ from rl.config import RunConfig
 from rl.generation import Generation, decode_responses, row_seeds
 from rl.generation.length_buckets import decode_in_groups
 from rl.metrics import Timer
+from rl.metrics.digest import logprob_digest
 from rl.metrics.mfu import performance_metrics
 from rl.metrics.padding import SlotCount, decoded_slots, padding_fractions
 from rl.models.image_inputs import ImageLayout, encode_prompts
 
-__all__ = ["GRPODriver", "logprob_digest"]
+__all__ = ["GRPODriver"]
 
 MAX_SAMPLING_ROUNDS = 4  # dynamic sampling gives up filling the batch after this many rounds
 # The step's phases (`timing/train/<phase>`, seconds): they and `other` add up to `total`.
@@ -37,19 +38,6 @@ MAX_SAMPLING_ROUNDS = 4  # dynamic sampling gives up filling the batch after thi
 # (`generation.offload_training`).
 PHASES = ("offload", "generation", "reload", "old_logprobs", "ref_logprobs", "training", "refit", "data_plane")
 TIMING_KEYS = ("total", *PHASES, "other")
-
-
-def logprob_digest(logprobs: torch.Tensor, mask: torch.Tensor) -> float:
-    """A float fingerprint of masked per-token log-probs in row (key) order.
-
-    A position-weighted float64 sum: any change of a value or of the row order moves it, and
-    it stays continuous, so a tolerance-based parity check can still compare it.
-    """
-    rows, cols = logprobs.shape
-    i = torch.arange(rows, dtype=torch.float64)[:, None]
-    t = torch.arange(cols, dtype=torch.float64)[None, :]
-    weight = 1.0 + torch.remainder(i * 31.0 + t * 17.0, 97.0) / 97.0
-    return float((logprobs.double() * mask.double() * weight).sum())
 
 
 @dataclass(kw_only=True)

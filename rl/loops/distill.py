@@ -18,11 +18,11 @@ from typing import Any, Callable
 
 import torch
 
-from rl.algorithms.grpo import logprob_digest
 from rl.config import RunConfig
 from rl.distill.batch import Side, build_batch
 from rl.distill.loss import chunk_mask
 from rl.metrics import Timer
+from rl.metrics.digest import logprob_digest
 from rl.metrics.mfu import performance_metrics
 
 __all__ = ["DistillDriver"]
