@@ -6,6 +6,7 @@ the few that do more than re-export."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -14,8 +15,10 @@ FOLDERS = ("harness", "rl", "peers", "bench")  # the folders the Layout section 
 
 
 def _source_files() -> set[str]:
-    return {p.relative_to(ROOT).as_posix() for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")
-            if p.name != "__init__.py" and "__pycache__" not in p.parts}
+    """The tracked .py files (git's list: staged wheels and scratch files under bench/.work are not source)."""
+    listed = subprocess.run(["git", "ls-files", "--", *FOLDERS], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split()
+    return {p for p in listed if p.endswith(".py") and not p.endswith("__init__.py")}
 
 
 def rows(text: str) -> set[str]:

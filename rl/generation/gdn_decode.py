@@ -2,7 +2,7 @@
 arithmetic, and the delta rule as one Triton kernel that updates the cache's state in place.
 
 Why: on the hybrid dense_1b (9 of 12 layers gated-delta-net, batch 64, 128 + 256 tokens, one H200,
-2026-12-04, bench/results/profiles/generation_dense_1b_hybrid_batch64_graphs_2026-12-04.txt) the
+2026-12-04, bench/results/profiles/generation_dense_1b_hybrid_batch64_graphs_hf_gdn_2026-12-04.txt) the
 compiled decode step spent ~140 us a layer in three inductor kernels of transformers' torch
 recurrence, each a pass over the fp32 state ([B, Hv, K, V], 64 MiB a layer at batch 64), with the
 copy back into the cache after them; the state must only be read once and written once (~28 us at
