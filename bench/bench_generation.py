@@ -22,6 +22,11 @@ the hf_* variants always are). Variants:
                the draw's counter generator as one kernel (`fused_draw`): what the generation
                worker runs on CUDA
   ours_graphs_hf_gdn  the same with transformers' gated-delta-net forward in the decode step
+  ours_graphs_conv_kernel  ours_graphs with the gated-delta-net conv window as one Triton kernel
+               (`use_gdn_decode(conv_kernel=True)`, not yet the worker's)
+  ours_graphs_autotune  ours_graphs with the step compiled in "max-autotune-no-cudagraphs" mode
+               (inductor times its own matrix products against cuBLAS's for each shape; minutes
+               of compilation on its first call)
   ours_graphs_sdpa  the same with sdpa's kernel for the grouped decode attention and the draw's
                hash in small kernels (the engine's decode before the Triton kernel)
   ours_graphs_unfused  ours_graphs without the fused projections (nor the gated-delta-net step)
@@ -53,11 +58,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-VARIANTS = ("ours_graphs", "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static",
-            "ours_eager", "hf_static", "hf_dynamic")
+VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_conv_kernel", "ours_graphs_hf_gdn", "ours_graphs_sdpa",
+            "ours_graphs_unfused", "ours_static", "ours_eager", "hf_static", "hf_dynamic")
 # the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
-FLASH_VARIANTS = ("ours_graphs", "ours_graphs_hf_gdn", "ours_graphs_unfused", "ours_static", "ours_eager")
-GDN_STEP_VARIANTS = ("ours_graphs", "ours_static", "ours_eager")  # ... and rl.generation.gdn_decode's step
+FLASH_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_conv_kernel", "ours_graphs_hf_gdn",
+                  "ours_graphs_unfused", "ours_static", "ours_eager")
+GDN_STEP_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_conv_kernel", "ours_static", "ours_eager")
 
 
 def model_config(name: str, layers: str) -> tuple[Any, int]:
@@ -200,9 +206,16 @@ def main() -> None:
         hf_gdn_model = copy.deepcopy(unfused)
         fuse_projections(hf_gdn_model)
         graphs_hf_gdn = StaticDecoder(hf_gdn_model, use_graphs=True, fused_draw=True)
+    graphs_conv_kernel = None
+    if "ours_graphs_conv_kernel" in args.variants:
+        conv_model = copy.deepcopy(unfused)
+        fuse_projections(conv_model)
+        use_gdn_decode(conv_model, conv_kernel=True)
+        graphs_conv_kernel = StaticDecoder(conv_model, use_graphs=True, fused_draw=True)
     gdn_step = "triton" if use_gdn_decode(our_model) and triton_runs(prompt) else "-"
     graphs = StaticDecoder(our_model, use_graphs=True, fused_draw=True)
     static = StaticDecoder(our_model, use_graphs=False)
+    autotuned = StaticDecoder(our_model, use_graphs=True, fused_draw=True, compile_mode="max-autotune-no-cudagraphs")
     graphs_unfused = (StaticDecoder(unfused, use_graphs=True, fused_draw=True)
                       if "ours_graphs_unfused" in args.variants else None)
     graphs_sdpa = None
@@ -215,6 +228,8 @@ def main() -> None:
     flash = args.attention == "grouped" and triton is not None
     runs = {
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_autotune": lambda: autotuned.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_conv_kernel": lambda: graphs_conv_kernel.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_hf_gdn": lambda: graphs_hf_gdn.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_sdpa": lambda: graphs_sdpa.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_unfused": lambda: graphs_unfused.generate(prompt, seeds=seeds, **ours),

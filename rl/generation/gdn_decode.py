@@ -1,5 +1,5 @@
-"""The gated-delta-net layer's one-token decode step: one input product, the conv window as tensor
-arithmetic, and the delta rule as one Triton kernel that updates the cache's state in place.
+"""The gated-delta-net layer's one-token decode step: one input product, the conv window, and the
+delta rule as one Triton kernel that updates the cache's recurrent state in place.
 
 Why: on the hybrid dense_1b (9 of 12 layers gated-delta-net, batch 64, 128 + 256 tokens, one H200,
 2026-12-04, bench/results/profiles/generation_dense_1b_hybrid_batch64_graphs_hf_gdn_2026-12-04.txt) the
@@ -7,7 +7,9 @@ compiled decode step spent ~140 us a layer in three inductor kernels of transfor
 recurrence, each a pass over the fp32 state ([B, Hv, K, V], 64 MiB a layer at batch 64), with the
 copy back into the cache after them; the state must only be read once and written once (~28 us at
 the HBM's 4.8 TB/s). The four input products (q/k/v, z, b, a: the last two 16 columns wide) were
-four launches where one does, and the conv update a cuDNN depthwise kernel plus a concat.
+four launches where one does, and the conv update a cuDNN depthwise kernel plus a concat (written as
+tensor arithmetic, inductor still makes three kernels of it: the window, its copy, the sum;
+`gdn_conv_step` is one Triton kernel for it, opt-in until measured on a GPU).
 
 `gdn_decode_step` (a torch op, opaque to `torch.compile`, mutating `state`): per (row, value head,
 block of value columns) one program loads the state tile, applies the decay, the delta rule and
@@ -43,7 +45,8 @@ try:
 except ImportError:  # no Triton (CI, CPU machines): the torch arithmetic below
     triton = None
 
-__all__ = ["BLOCK_V", "gdn_decode_step", "gdn_step_reference", "triton_runs", "use_gdn_decode"]
+__all__ = ["BLOCK_V", "conv_step_reference", "gdn_conv_step", "gdn_decode_step", "gdn_step_reference", "triton_runs",
+           "use_gdn_decode"]
 
 BLOCK_V = 32  # value columns a program holds (at most): a [K, 32] fp32 tile, 32 registers a thread at K 128
 L2_EPS = 1e-6  # transformers' (and fla's) l2norm epsilon for q and k
@@ -56,6 +59,34 @@ def triton_runs(tensor: torch.Tensor) -> bool:
 
 
 if triton is not None:
+
+    @triton.jit
+    def _round_bf16(x):
+        """fp32 rounded to the nearest bf16, kept in fp32 (in bits: the interpreter's cast truncates)."""
+        bits = x.to(tl.uint32, bitcast=True)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).to(tl.float32, bitcast=True)
+
+    @triton.jit
+    def _conv_step_kernel(X, State, Weight, Bias, Out, sxb, s0, s1, s2, swd, sww, sob, channels,
+                          W: tl.constexpr, BD: tl.constexpr, HAS_BIAS: tl.constexpr, ROUND_BF16: tl.constexpr):
+        """Program (row b, block of BD channels): the window slides by the new token (stored back in
+        place: each channel is one program's), and silu(window . weight + bias) is the output."""
+        b = tl.program_id(0)
+        d = tl.program_id(1) * BD + tl.arange(0, BD)
+        w = tl.arange(0, W)
+        live = d < channels
+        x = tl.load(X + b * sxb + d, mask=live, other=0.0)
+        row = State + b * s0 + d[:, None] * s1
+        later = tl.load(row + (w[None, :] + 1) * s2, mask=live[:, None] & (w[None, :] < W - 1), other=0.0)
+        window = tl.where(w[None, :] == W - 1, x[:, None].to(later.dtype), later)
+        tl.store(row + w[None, :] * s2, window, mask=live[:, None])
+        weight = tl.load(Weight + d[:, None] * swd + w[None, :] * sww, mask=live[:, None], other=0.0)
+        acc = tl.sum(window.to(tl.float32) * weight.to(tl.float32), axis=1)
+        if HAS_BIAS:
+            acc += tl.load(Bias + d, mask=live, other=0.0).to(tl.float32)
+        if ROUND_BF16:  # the conv's output is in the weight's dtype before the activation
+            acc = _round_bf16(acc)
+        tl.store(Out + b * sob + d, (acc * tl.sigmoid(acc)).to(Out.dtype.element_ty), mask=live)
 
     @triton.jit
     def _gdn_step_kernel(Mixed, A, Beta, ALog, DtBias, State, Out,
@@ -79,9 +110,8 @@ if triton is not None:
         q = q * tl.rsqrt(tl.sum(q * q, axis=0) + eps) * scale
         k = k * tl.rsqrt(tl.sum(k * k, axis=0) + eps)
         beta = tl.sigmoid(tl.load(Beta + b * sbb + h).to(tl.float32))
-        if BETA_BF16:  # transformers takes b's sigmoid in b's dtype: round to nearest bf16 (in bits, as
-            bits = beta.to(tl.uint32, bitcast=True)  # the interpreter's cast truncates)
-            beta = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).to(tl.float32, bitcast=True)
+        if BETA_BF16:  # transformers takes b's sigmoid in b's dtype
+            beta = _round_bf16(beta)
         elif BETA_F16:
             beta = beta.to(tl.float16).to(tl.float32)
         x = tl.load(A + b * sab + h).to(tl.float32) + tl.load(DtBias + h).to(tl.float32)
@@ -151,11 +181,11 @@ def _(mixed, a, b, a_log, dt_bias, state, key_heads):
     return mixed.new_empty(batch, 1, value_heads, v_dim)
 
 
-def _conv_step(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-               activation: str) -> torch.Tensor:
-    """transformers' `causal_conv1d_update` for one token, x [B, D]: the window slides in place and
-    the depthwise conv is a product summed over the window (fp32 sums, rounded to the weight's dtype
-    as the conv's output is)."""
+def conv_step_reference(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                        activation: str) -> torch.Tensor:
+    """transformers' `causal_conv1d_update` for one token in torch, x [B, D]: the window slides in
+    place and the depthwise conv is a product summed over the window (fp32 sums, rounded to the
+    weight's dtype as the conv's output is)."""
     from transformers.activations import ACT2FN
 
     window = torch.cat([conv_state[:, :, 1:], x.unsqueeze(-1).to(conv_state.dtype)], dim=-1)
@@ -164,6 +194,36 @@ def _conv_step(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor, 
     if bias is not None:
         out = out + bias.float()
     return ACT2FN[activation](out.to(weight.dtype)).to(x.dtype)
+
+
+@torch.library.custom_op("rl::gdn_conv_step", mutates_args=("conv_state",))
+def gdn_conv_step(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                  activation: str) -> torch.Tensor:
+    """The layer's causal conv for one token, a torch op mutating `conv_state`: one Triton kernel
+    where inductor made three (the window, its copy into the cache, the sum and silu).
+
+    Args:
+        x: [B, D], the stacked product's q/k/v columns (a strided view is fine).
+        conv_state: [B, D, W], the cache's window, updated in place.
+        weight: [D, W]; bias: [D] or None; activation: transformers' name ("silu" runs the kernel).
+    Returns:
+        [B, D] in x's dtype, contiguous.
+    """
+    batch, channels, width = conv_state.shape
+    if not triton_runs(x) or activation not in ("silu", "swish") or width & (width - 1):
+        return conv_step_reference(x, conv_state, weight, bias, activation)
+    out = torch.empty(batch, channels, dtype=x.dtype, device=x.device)
+    block = 128
+    _conv_step_kernel[(batch, triton.cdiv(channels, block))](
+        x, conv_state, weight, bias if bias is not None else weight, out, x.stride(0), *conv_state.stride(),
+        *weight.stride(), out.stride(0), channels,
+        W=width, BD=block, HAS_BIAS=bias is not None, ROUND_BF16=weight.dtype == torch.bfloat16)
+    return out
+
+
+@gdn_conv_step.register_fake
+def _(x, conv_state, weight, bias, activation):
+    return x.new_empty(x.shape[0], conv_state.shape[1])
 
 
 def _cache_layer(self: nn.Module, args: tuple, kwargs: dict):
@@ -187,8 +247,8 @@ def _forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor
         hidden_states = (hidden_states * mask[:, :, None]).to(hidden_states.dtype)
     batch = hidden_states.shape[0]
     mixed, z, b, a = F.linear(hidden_states[:, 0], self.fused_in_proj).split(self.fused_in_proj_sizes, -1)
-    mixed = _conv_step(mixed, layer.conv_states[0], self.conv1d.weight.squeeze(1), self.conv1d.bias,
-                       self.activation)
+    conv = gdn_conv_step if self.gdn_conv_kernel else conv_step_reference
+    mixed = conv(mixed, layer.conv_states[0], self.conv1d.weight.squeeze(1), self.conv1d.bias, self.activation)
     out = gdn_decode_step(mixed, a, b, self.A_log, self.dt_bias, layer.recurrent_states[0], self.num_k_heads)
     out = self.norm(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
     return self.out_proj(out.reshape(batch, 1, -1))
@@ -201,15 +261,20 @@ def _layer_classes() -> tuple[type, ...]:
     return Qwen3_5GatedDeltaNet, Qwen3_5MoeGatedDeltaNet
 
 
-def use_gdn_decode(model: nn.Module) -> int:
+def use_gdn_decode(model: nn.Module, *, conv_kernel: bool = False) -> int:
     """Give every Qwen3.5 gated-delta-net layer of `model` the one-token decode step above, in
     place; returns how many layers (0: none, the model is unchanged). Call it after the model has
-    its final device and dtype (`.to` would copy the stacked weight's views apart)."""
+    its final device and dtype (`.to` would copy the stacked weight's views apart).
+
+    `conv_kernel`: the conv window through `gdn_conv_step`'s Triton kernel; off, its torch
+    arithmetic, which inductor fuses into three kernels (the generation worker's until the kernel
+    has run on a GPU: bench/bench_generation.py `ours_graphs_conv_kernel` measures it)."""
     done = 0
     for module in model.modules():
         if isinstance(module, _layer_classes()) and not hasattr(module, "fused_in_proj"):
             module.fused_in_proj, module.fused_in_proj_sizes = stack_linears(
                 module, ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"))
+            module.gdn_conv_kernel = conv_kernel
             module.forward = types.MethodType(_forward, module)
             done += 1
     return done

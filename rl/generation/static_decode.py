@@ -124,10 +124,13 @@ class StaticDecoder:
     """Samples like `rl.generation.sampler.generate`, from a static cache, CUDA graphs on a GPU."""
 
     def __init__(self, model: PreTrainedModel, *, use_graphs: bool, counter_rng: bool | None = None,
-                 max_slots: int = MAX_SLOTS, fused_draw: bool = False) -> None:
+                 max_slots: int = MAX_SLOTS, fused_draw: bool = False, compile_mode: str | None = None) -> None:
         """`max_slots`: call shapes kept captured, each with its cache (`generation.decode_slots`).
         `fused_draw`: with graphs, the counter generator's hash as one compiled kernel
-        (`fused_counter_uniforms`, the same bits) instead of ~100 small ones (the generation worker's)."""
+        (`fused_counter_uniforms`, the same bits) instead of ~100 small ones (the generation worker's).
+        `compile_mode`: `torch.compile`'s mode for the graphs' step (None: its default; the bench's
+        `ours_graphs_autotune` tries "max-autotune-no-cudagraphs", which times inductor's matrix
+        products against cuBLAS's for the step's shapes)."""
         if max_slots < 1:
             raise ValueError(f"max_slots must be >= 1, got {max_slots}")
         self.model = model
@@ -140,7 +143,7 @@ class StaticDecoder:
             raise ValueError(f"CUDA graphs need a CUDA device, the model is on {self.device}")
         self.counter = use_counter_rng(self.device, counter_rng)  # the graphs' draw on a GPU; a CPU test sets it
         self.cache_kw = _cache_kwarg(model)
-        self.decode_step = torch.compile(self._step, dynamic=False) if use_graphs else self._step
+        self.decode_step = torch.compile(self._step, dynamic=False, mode=compile_mode) if use_graphs else self._step
         self.uniforms = fused_counter_uniforms if use_graphs and fused_draw else counter_uniforms
         self.banned = banned_ids(model, self.device)
         self._slots: OrderedDict[tuple, _Slot] = OrderedDict()

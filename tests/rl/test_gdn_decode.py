@@ -17,7 +17,14 @@ from decode_models import EOS, PAD, text_model
 
 from rl.config import ModelConfig
 from rl.generation import row_seeds
-from rl.generation.gdn_decode import gdn_decode_step, gdn_step_reference, triton_runs, use_gdn_decode
+from rl.generation.gdn_decode import (
+    conv_step_reference,
+    gdn_conv_step,
+    gdn_decode_step,
+    gdn_step_reference,
+    triton_runs,
+    use_gdn_decode,
+)
 from rl.generation.sampler import _cache_kwarg
 from rl.generation.static_decode import StaticDecoder
 from rl.models import build_model
@@ -101,6 +108,27 @@ def test_the_kernel_reads_strided_inputs(triton_device: str) -> None:
     torch.testing.assert_close(state, want_state, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_conv_kernel_is_the_torch_conv(triton_device: str, bias: bool, dtype) -> None:
+    """200 channels (a partial block of 128), a window of 4, x a column slice of a wider product."""
+    g = torch.Generator().manual_seed(5)
+    wide = torch.randn(3, 260, generator=g).to(dtype)
+    x = wide[:, 30:230]
+    state = torch.randn(3, 200, 4, generator=g).to(dtype)
+    weight = torch.randn(200, 4, generator=g).to(dtype)
+    b = torch.randn(200, generator=g).to(dtype) if bias else None
+    x, state, weight, wide = (t.to(triton_device) for t in (x, state, weight, wide))
+    b = b.to(triton_device) if bias else None
+    want_state = state.clone()
+    want = conv_step_reference(x, want_state, weight, b, "silu")
+    got = gdn_conv_step(x, state, weight, b, "silu")
+    assert torch.equal(state, want_state)  # the window slid: copies, exact
+    assert torch.equal(state[:, :, -1], x.to(dtype)) and got.shape == (3, 200) and got.dtype == dtype
+    tolerance = dict(rtol=0, atol=1e-5) if dtype == torch.float32 else dict(rtol=1.6e-2, atol=1e-2)  # 2 bf16 steps
+    torch.testing.assert_close(got.float(), want.float(), **tolerance)
+
+
 def _hybrid(family: str = "qwen3_5") -> torch.nn.Module:
     """Three gated-delta-net layers and one attention layer, 2 q/k heads for 4 value heads."""
     config = {"layer_types": ["linear_attention"] * 3 + ["full_attention"], "num_hidden_layers": 4,
@@ -120,12 +148,14 @@ def _sample(model, compiled: bool = False):
                             seeds=row_seeds(7, 4), prompt_lengths=torch.tensor([9, 3, 6, 1]))
 
 
+@pytest.mark.parametrize("conv_kernel", [False, True])
 @pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe"])
-def test_a_model_decodes_the_same_with_the_step(family: str) -> None:
+def test_a_model_decodes_the_same_with_the_step(family: str, conv_kernel: bool) -> None:
     model = _hybrid(family) if family == "qwen3_5" else text_model(family)
     want = _sample(model)
     stepped = copy.deepcopy(model)
-    assert use_gdn_decode(stepped) == sum(t == "linear_attention" for t in stepped.config.layer_types)
+    layers = sum(t == "linear_attention" for t in stepped.config.layer_types)
+    assert use_gdn_decode(stepped, conv_kernel=conv_kernel) == layers
     assert {k: v.shape for k, v in stepped.state_dict().items()} == {k: v.shape for k, v in model.state_dict().items()}
     got = _sample(stepped)
     assert torch.equal(got.input_ids, want.input_ids) and torch.equal(got.attention_mask, want.attention_mask)
@@ -137,7 +167,7 @@ def test_the_step_traces_as_one_graph() -> None:
     model = _hybrid()
     want = _sample(model)
     stepped = copy.deepcopy(model)
-    use_gdn_decode(stepped)
+    use_gdn_decode(stepped, conv_kernel=True)
     got = _sample(stepped, compiled=True)
     assert torch.equal(got.input_ids, want.input_ids)
     assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
@@ -150,7 +180,7 @@ def test_the_layer_updates_the_cache_in_place() -> None:
     from transformers import StaticCache
 
     stock, stepped = _hybrid(), _hybrid()
-    use_gdn_decode(stepped)
+    use_gdn_decode(stepped, conv_kernel=True)
     ids = torch.randint(4, 40, (2, 6), generator=torch.Generator().manual_seed(2))
     states = []
     for model in (stock, stepped):
