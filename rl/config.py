@@ -246,7 +246,7 @@ class GenerationConfig(Section):
     colocated: bool = key(True, doc=(
         "GPU runs: generation replica i shares policy rank i's training GPU (weights handed over "
         'on the device); `false` gives the generator a GPU of its own, and rank 0 broadcasts the '
-        'weights to it over a process group of two (`rl/refit_channel.py`: NCCL; gloo on the CPU,'
+        'weights to it over a process group of two (`rl/refit/channel.py`: NCCL; gloo on the CPU,'
         ' where `false` only picks that refit path)'))
     offload_training: bool = key(False, doc=(
         "while the generation replicas decode, every policy rank's training state (the policy's "

@@ -400,7 +400,7 @@ class Engine:
         return refit
 
     def _streamed_refit(self, gens: list[Any], ranks: list[Any], version: int, chunks: int) -> float:
-        """Colocated refit, one chunk of whole layers at a time (rl/refit.py): every rank gathers
+        """Colocated refit, one chunk of whole layers at a time (rl/refit/buckets.py): every rank gathers
         the chunk from the training layout (a collective), ranks below the replica count pack and
         share it (on a GPU as CUDA IPC handles: replica i copies device to device out of rank i's
         buckets on their GPU; on a CPU as tensors, replica i from rank i mod ranks), the replicas
