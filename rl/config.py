@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from rl import secret_env, unsafe_env
 from rl.algorithms.loss_config import LossConfig  # the loss section is the loss's own config
 from rl.backends.names import backend_names  # policy.backend's choices
 from rl.distill.config import DistillConfig  # so is the distillation section
+from rl.recipe import secret_env, unsafe_env
 from rl.recipe.key import Section, key, section
 from rl.recipe.read import build
 
@@ -246,7 +246,7 @@ class GenerationConfig(Section):
     colocated: bool = key(True, doc=(
         "GPU runs: generation replica i shares policy rank i's training GPU (weights handed over "
         'on the device); `false` gives the generator a GPU of its own, and rank 0 broadcasts the '
-        'weights to it over a process group of two (`rl/refit_channel.py`: NCCL; gloo on the CPU,'
+        'weights to it over a process group of two (`rl/refit/channel.py`: NCCL; gloo on the CPU,'
         ' where `false` only picks that refit path)'))
     offload_training: bool = key(False, doc=(
         "while the generation replicas decode, every policy rank's training state (the policy's "
@@ -528,7 +528,7 @@ def _validate(cfg: RunConfig) -> None:
 
 
 def _validate_unsafe_env(cfg: RunConfig) -> None:
-    """Guarded env names (rl/unsafe_env.py) only where env_unsafe_allow lists them; the list holds
+    """Guarded env names (rl/recipe/unsafe_env.py) only where env_unsafe_allow lists them; the list holds
     guarded names only (a permission, so a base recipe may grant one its derived runs use)."""
     for scope in secret_env.SCOPES:
         names = list(_lookup(cfg, scope))
@@ -616,7 +616,7 @@ def read_recipe(path: str | Path) -> Any:
 
 def resolved_config(data: Any) -> RunConfig:
     """`parse_config` of a recipe as read, its pass-through env entries taken from this process's
-    environment (rl/secret_env.py)."""
+    environment (rl/recipe/secret_env.py)."""
     if isinstance(data, dict):
         data = secret_env.resolve_recipe(data, os.environ)
     return parse_config(data)

@@ -228,13 +228,13 @@ def _generation_refusals(cfg: RunConfig) -> list[str]:
 def _replicas_refusal(cfg: RunConfig) -> str | None:
     """`generation.replicas` the engine cannot place or refit: more colocated replicas than GPUs
     (replica i shares policy rank i's GPU), or several with `generation.colocated: false`, whose
-    refit channel (rl/refit_channel.py) is a group of two: policy rank 0 and one generator."""
+    refit channel (rl/refit/channel.py) is a group of two: policy rank 0 and one generator."""
     asked, gen = cfg.generation.replicas, cfg.generation
     if asked is None or asked == 1:
         return None
     if not gen.colocated:
         return (f"generation.replicas: {asked} with generation.colocated: false, but the refit channel "
-                "(rl/refit_channel.py) serves one generator; use generation.replicas: 1, or colocate")
+                "(rl/refit/channel.py) serves one generator; use generation.replicas: 1, or colocate")
     if is_gpu(cfg.cluster.device) and asked > cfg.world_size:
         return (f"generation.replicas: {asked}, but colocated replica i shares policy rank i's GPU and the run has "
                 f"{cfg.world_size} GPUs; use at most {cfg.world_size} (null: one per GPU)")

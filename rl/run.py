@@ -25,10 +25,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rl import checkpoint, faults, secret_env
+from rl import checkpoint, faults
 from rl.cluster.worker_errors import DeadWorkerError, WorkerTimeoutError
 from rl.config import ROLES, ModelConfig, RunConfig, read_recipe, resolved_config
 from rl.preflight import check_config
+from rl.recipe import secret_env
 from rl.runlog import METRICS, STATUS, RunLog, read_jsonl, write_json_atomic
 
 log = logging.getLogger("rl.run")
@@ -190,7 +191,7 @@ class Engine:
     def __init__(self, cfg: RunConfig, runlog: RunLog, ckpt: checkpoint.Checkpoint | None, *,
                  hidden_env: list[str] | tuple = ()) -> None:
         self.cfg = cfg
-        self.hidden_env = set(hidden_env)  # env names written <redacted> (rl/secret_env.py)
+        self.hidden_env = set(hidden_env)  # env names written <redacted> (rl/recipe/secret_env.py)
         self.runlog = runlog
         self.ckpt = ckpt
         self.cluster: Any = None
@@ -400,7 +401,7 @@ class Engine:
         return refit
 
     def _streamed_refit(self, gens: list[Any], ranks: list[Any], version: int, chunks: int) -> float:
-        """Colocated refit, one chunk of whole layers at a time (rl/refit.py): every rank gathers
+        """Colocated refit, one chunk of whole layers at a time (rl/refit/buckets.py): every rank gathers
         the chunk from the training layout (a collective), ranks below the replica count pack and
         share it (on a GPU as CUDA IPC handles: replica i copies device to device out of rank i's
         buckets on their GPU; on a CPU as tensors, replica i from rank i mod ranks), the replicas
@@ -560,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _hidden_env(data: Any) -> list[str]:
-    """The names env.json writes <redacted>: each env mapping's pass-through entries (rl/secret_env.py)."""
+    """The names env.json writes <redacted>: each env mapping's pass-through entries (rl/recipe/secret_env.py)."""
     scopes = secret_env.scopes(data) if isinstance(data, dict) else []
     return sorted({name for _, env in scopes for name in secret_env.hidden_names(env)})
 

@@ -14,7 +14,7 @@ The named env variables (the recipe's env, secrets among them; values from this 
 environment, never on a command line) travel in no runtime_env, which Ray writes into its logs and
 its workers' command lines: they go into `--env-file`, created 0600 in the run dir, whose path
 alone the job's env names (RL_ENV_FILE); the engine's driver reads and deletes it at start
-(rl/secret_env.py), and the submitter deletes it when the job ends if the engine never did.
+(rl/recipe/secret_env.py), and the submitter deletes it when the job ends if the engine never did.
 
 The run dir travels by path: the engine writes it where the harness reads it, so it must be on
 a filesystem the head node shares (the harness fails the run, fail closed, when nothing came
@@ -44,7 +44,7 @@ EXIT_STOPPED = {signal.SIGINT: 130, signal.SIGTERM: 143}
 # Ray says so in this message (HTTP 500) and asks to try again; anything else is final.
 AGENT_NOT_UP = "No available agent to submit job"
 AGENT_WAIT_S = 60.0
-ENV_FILE = "RL_ENV_FILE"  # the engine's name for it (rl/secret_env.py; the two packages share no code)
+ENV_FILE = "RL_ENV_FILE"  # the engine's name for it (rl/recipe/secret_env.py; the two packages share no code)
 
 
 class Stop(BaseException):

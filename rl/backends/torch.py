@@ -21,7 +21,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rl import refit
 from rl.algorithms.loss import LossConfig
 from rl.backends import register
 from rl.backends.offload import state_tensors
@@ -32,6 +31,7 @@ from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
 from rl.models.packed_forward import packed_token_logprobs
 from rl.models.packing import Packing
+from rl.refit import buckets
 
 __all__ = ["TorchBackend"]
 
@@ -200,7 +200,7 @@ class TorchBackend:
         return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
 
     def refit_chunks(self) -> int:
-        """How many chunks a streamed refit takes (rl.refit.chunked over the policy's weights)."""
+        """How many chunks a streamed refit takes (rl.refit.buckets.chunked over the policy's weights)."""
         return len(self._refit_plan())
 
     def refit_chunk(self, index: int) -> dict[str, torch.Tensor]:
@@ -211,7 +211,7 @@ class TorchBackend:
 
     def _refit_plan(self) -> list[list[str]]:
         if getattr(self, "_refit_chunks", None) is None:
-            self._refit_chunks = refit.chunked({k: v.numel() * v.element_size()
+            self._refit_chunks = buckets.chunked({k: v.numel() * v.element_size()
                                                 for k, v in self.model.state_dict().items()})
         return self._refit_chunks
 
@@ -225,7 +225,7 @@ class TorchBackend:
 
     def optimizer_state(self) -> dict[str, Any]:
         """The optimizer's state on the host, a snapshot later steps do not change."""
-        return refit.to_cpu(self.optimizer.state_dict(), copy=True)
+        return buckets.to_cpu(self.optimizer.state_dict(), copy=True)
 
     def load_state(self, *, policy: dict[str, torch.Tensor], optimizer: dict[str, Any],
                    reference: dict[str, torch.Tensor] | None = None) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from rl.secret_env import digest
+from rl.recipe.secret_env import digest
 
 
 class WorkerBase:

@@ -4,9 +4,9 @@ It holds its own copy of the policy weights and is refit before every step's rol
 `load_shared_chunk` / `receive_weights` report how long the copy took so the driver can log
 `timing/train/refit`. On a GPU it samples on the device in the policy's precision (bf16 for a
 bf16 policy) from a device generator seeded per call. A colocated refit streams chunks of whole
-layers (`rl.refit`): on a GPU each is copied device to device out of its policy rank's buckets,
+layers (`rl.refit.buckets`): on a GPU each is copied device to device out of its policy rank's buckets,
 on the CPU it comes through the object store; a generator that is not colocated receives rank
-0's buckets by broadcast over a refit channel of its own (`rl.refit_channel`: NCCL between GPUs,
+0's buckets by broadcast over a refit channel of its own (`rl.refit.channel`: NCCL between GPUs,
 gloo on the CPU). `decode`
 (`rl.generation.decode_mode`) picks the loop: "graphs"/"static" sample from a
 static cache (`rl.generation.static_decode`; a refit copies into the same parameter tensors, so
@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 
-from rl import refit
 from rl.cluster.ports import free_port
 from rl.config import ModelConfig
 from rl.generation import generate
@@ -32,7 +31,8 @@ from rl.generation.fused_projections import fuse_projections
 from rl.generation.gdn_decode import use_gdn_decode
 from rl.generation.static_decode import MAX_SLOTS, StaticDecoder
 from rl.models import build_model
-from rl.refit_channel import RECEIVER, RefitChannel
+from rl.refit import buckets
+from rl.refit.channel import RECEIVER, RefitChannel
 from rl.workers.base import WorkerBase
 
 __all__ = ["GenerationWorker"]
@@ -79,11 +79,11 @@ class GenerationWorker(WorkerBase):
     @torch.no_grad()
     def load_shared_chunk(self, shared: dict[str, Any], version: int, *, last: bool) -> float:
         """Streamed refit: copy one chunk of the policy's weights out of its rank's buckets
-        (`rl.refit.share`); the last chunk checks every weight came and sets `version`. Returns the
+        (`rl.refit.buckets.share`); the last chunk checks every weight came and sets `version`. Returns the
         seconds it took."""
         t0 = time.perf_counter()
         params = dict(self.model.state_dict())
-        weights = refit.unpack(refit.open_shared(shared))
+        weights = buckets.unpack(buckets.open_shared(shared))
         unknown = sorted(set(weights) - set(params))
         if unknown:
             raise RuntimeError(f"{self.name}: a refit chunk has {len(unknown)} weights this model lacks, "
@@ -149,4 +149,4 @@ class GenerationWorker(WorkerBase):
             gen = self.decoder.generate(prompt_ids, **args)
         else:
             gen = generate(self.model, prompt_ids.to(self.device), **args)
-        return refit.to_cpu({**gen.columns(), "version": torch.tensor(self.version)})
+        return buckets.to_cpu({**gen.columns(), "version": torch.tensor(self.version)})

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from rl import checkpoint, faults, refit
+from rl import checkpoint, faults
 from rl.algorithms.loss import LossConfig
 from rl.backends import get_backend
 from rl.backends.offload import HostOffload
@@ -36,7 +36,8 @@ from rl.config import ModelConfig, PolicyConfig
 from rl.data import BatchedDataDict, DataIntegrityError, KVBatchMeta
 from rl.data.plane import RankRows
 from rl.models.image_inputs import IMAGE_FIELDS
-from rl.refit_channel import SENDER, RefitChannel
+from rl.refit import buckets
+from rl.refit.channel import SENDER, RefitChannel
 from rl.workers.base import WorkerBase
 
 __all__ = ["PolicyWorker"]
@@ -232,18 +233,18 @@ class PolicyWorker(WorkerBase):
         weights = self.backend.refit_chunk(index)
         if self.rank >= replicas:
             return None
-        self._shared = refit.pack(weights)
-        return refit.share(self._shared)
+        self._shared = buckets.pack(weights)
+        return buckets.share(self._shared)
 
     def release_weights(self) -> None:
         self._shared = None
 
     @resident
     def refit_layout(self) -> Any:
-        """Rank 0's refit layout (rl/refit.py `layout_of` of the gathered HF weights), None
+        """Rank 0's refit layout (rl/refit/buckets.py `layout_of` of the gathered HF weights), None
         elsewhere; every rank must call it. What the generator's end of a refit channel expects."""
         weights = self.backend.state_dict(on_device=True)
-        return refit.layout_of(weights) if self.rank == 0 else None
+        return buckets.layout_of(weights) if self.rank == 0 else None
 
     def open_refit_channel(self, address: tuple[str, int], layout: list) -> None:
         """Rank 0: the sending end of the refit channel to a generator that is not colocated."""
@@ -256,7 +257,7 @@ class PolicyWorker(WorkerBase):
         generator over the refit channel (rank 0). Every rank must call it."""
         weights = self.backend.state_dict(on_device=True)
         if self.rank == 0:
-            self._channel.send(refit.pack(weights))
+            self._channel.send(buckets.pack(weights))
 
     @resident
     def save_checkpoint(self, directory: str) -> dict[str, str]:

@@ -158,8 +158,8 @@ def test_any_other_refusal_and_a_head_that_never_gets_its_agent_are_final(monkey
 def test_env_values_reach_the_job_through_a_0600_file_never_its_runtime_env(tmp_path, monkeypatch):
     """A runtime_env's variables are in Ray's logs and its workers' command lines: the secret goes
     into the run dir's hand-over file, the runtime_env names that file alone; the engine's driver
-    takes the values and deletes the file (rl.secret_env.take_env_file)."""
-    from rl import secret_env  # the engine's side of the same contract (a test may import both)
+    takes the values and deletes the file (rl.recipe.secret_env.take_env_file)."""
+    from rl.recipe import secret_env  # the engine's side of the same contract (a test may import both)
 
     client, env_file = FakeClient(), tmp_path / ".job-env.json"
     seen: dict = {}

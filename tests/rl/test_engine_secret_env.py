@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rl import secret_env
 from rl.config import load_config
+from rl.recipe import secret_env
 from rl.workers.base import WorkerBase
 
 SECRET = "sk-engine-5e6f"

@@ -145,7 +145,7 @@ def test_generation_replicas_the_engine_cannot_place_or_refit_are_refused():
         "generation.replicas: 3, but colocated replica i shares policy rank i's GPU and the run has 2 GPUs; "
         "use at most 2 (null: one per GPU)"]
     apart = ["generation.replicas: 2 with generation.colocated: false, but the refit channel "
-             "(rl/refit_channel.py) serves one generator; use generation.replicas: 1, or colocate"]
+             "(rl/refit/channel.py) serves one generator; use generation.replicas: 1, or colocate"]
     assert static_refusals(recipe(generation__replicas=2, generation__colocated=False)) == apart
     assert static_refusals(recipe(cluster=gpu, generation__replicas=2, generation__colocated=False)) == apart
     assert static_refusals(recipe(generation__replicas=0)) == ["generation.replicas: must be >= 1 or null, got 0"]

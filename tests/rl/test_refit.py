@@ -1,8 +1,8 @@
-"""rl.refit: weights packed per dtype into flat buckets and back, exactly."""
+"""rl.refit.buckets: weights packed per dtype into flat buckets and back, exactly."""
 
 import torch
 
-from rl import refit
+from rl.refit import buckets
 
 
 def _weights():
@@ -13,10 +13,10 @@ def _weights():
 
 def test_pack_unpack_round_trip_exact_and_ordered():
     w = _weights()
-    packed = refit.pack(w)
+    packed = buckets.pack(w)
     assert sorted(packed.buckets) == ["bfloat16", "float32"]
     assert packed.buckets["float32"].numel() == 12 + 4 + 5
-    back = refit.unpack(packed)
+    back = buckets.unpack(packed)
     assert list(back) == list(w)
     for name in w:
         assert back[name].dtype == w[name].dtype and torch.equal(back[name], w[name])
@@ -24,15 +24,15 @@ def test_pack_unpack_round_trip_exact_and_ordered():
 
 def test_pack_copies_so_later_training_does_not_leak_in():
     w = _weights()
-    packed = refit.pack(w)
+    packed = buckets.pack(w)
     w["a.weight"].add_(1.0)
-    assert not torch.equal(refit.unpack(packed)["a.weight"], w["a.weight"])
+    assert not torch.equal(buckets.unpack(packed)["a.weight"], w["a.weight"])
 
 
 def test_share_open_round_trip_on_cpu():
     w = _weights()
-    opened = refit.open_shared(refit.share(refit.pack(w)))
-    for name, tensor in refit.unpack(opened).items():
+    opened = buckets.open_shared(buckets.share(buckets.pack(w)))
+    for name, tensor in buckets.unpack(opened).items():
         assert torch.equal(tensor, w[name])
     assert opened.nbytes == 21 * 4 + 4 * 2
 
@@ -40,7 +40,7 @@ def test_share_open_round_trip_on_cpu():
 def test_to_cpu_walks_containers():
     state = {"state": {0: {"exp_avg": torch.ones(2)}}, "param_groups": [{"lr": 1e-3, "params": [0]}],
              "pair": (torch.zeros(1), 3)}
-    out = refit.to_cpu(state)
+    out = buckets.to_cpu(state)
     assert out["param_groups"] == state["param_groups"]
     assert torch.equal(out["state"][0]["exp_avg"], torch.ones(2))
     assert isinstance(out["pair"], tuple) and out["pair"][1] == 3

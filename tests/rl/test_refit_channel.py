@@ -1,4 +1,4 @@
-"""The refit channel (rl/refit_channel.py) over gloo: two spawned processes, policy rank 0's end
+"""The refit channel (rl/refit/channel.py) over gloo: two spawned processes, policy rank 0's end
 and the generator's, as on a GPU machine with NCCL."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 import torch
 from rank_processes import run_ranks
 
-from rl import refit
-from rl.refit_channel import RECEIVER, SENDER, RefitChannel
+from rl.refit import buckets
+from rl.refit.channel import RECEIVER, SENDER, RefitChannel
 
 
 def _weights(scale: float) -> dict[str, torch.Tensor]:
@@ -20,19 +20,19 @@ def _weights(scale: float) -> dict[str, torch.Tensor]:
 
 
 def _end(rank: int, port: int) -> list:
-    layout = refit.layout_of(_weights(1.0))
+    layout = buckets.layout_of(_weights(1.0))
     channel = RefitChannel.open(("127.0.0.1", port), rank=SENDER if rank == 0 else RECEIVER, layout=layout,
                                 device="cpu")
     received = []
     for scale in (1.0, -2.5):  # two refits through the same buffers
         if rank == 0:
-            channel.send(refit.pack(_weights(scale)))
+            channel.send(buckets.pack(_weights(scale)))
         else:
             received.append({k: v.clone() for k, v in channel.receive().items()})
     if rank == 0:
         changed = dict(_weights(1.0), extra=torch.zeros(2))
         try:
-            channel.send(refit.pack(changed))
+            channel.send(buckets.pack(changed))
         except RuntimeError as exc:
             received.append(str(exc))
     return received
@@ -59,10 +59,10 @@ def test_a_changed_layout_is_refused_by_the_sender(ends: list) -> None:
 
 
 def test_each_end_refuses_the_other_ends_call() -> None:
-    layout = refit.layout_of(_weights(1.0))
+    layout = buckets.layout_of(_weights(1.0))
     receiver = RefitChannel(group=None, rank=RECEIVER, layout=layout, device=torch.device("cpu"), store=None)
     with pytest.raises(RuntimeError, match="only the sender"):
-        receiver.send(refit.pack(_weights(1.0)))
+        receiver.send(buckets.pack(_weights(1.0)))
     sender = RefitChannel(group=None, rank=SENDER, layout=layout, device=torch.device("cpu"), store=None)
     with pytest.raises(RuntimeError, match="only the receiver"):
         sender.receive()

@@ -1,6 +1,6 @@
 """A streamed refit's chunks: every weight once, whole layers, within the budget, the same weights.
 
-`rl.refit.chunked` is checked as a property (any layer sizes and budget: a partition of the names,
+`rl.refit.buckets.chunked` is checked as a property (any layer sizes and budget: a partition of the names,
 the weights outside the layers first, each layer whole and in order, a chunk over the budget only
 when one layer alone is); then each training backend's chunks, gathered from its layout (megatron
 over TP 2 and over EP 2 on gloo ranks), join to exactly the weights `state_dict` gives, bit for bit,
@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rank_processes import one_gloo_rank, run_ranks
 
-from rl import refit
 from rl.config import ModelConfig, OptimizerConfig, ParallelConfig, PolicyConfig
+from rl.refit import buckets
 
 MEGATRON = importlib.util.find_spec("megatron") is not None
 VOCAB = 32
@@ -31,33 +31,33 @@ def test_chunks_partition_the_weights_into_whole_layers_within_the_budget(layers
     sizes = {f"model.embed.{i}": n for i, n in enumerate(rest)}
     for layer, weights in enumerate(layers):
         sizes.update({f"model.layers.{layer}.w{j}": n for j, n in enumerate(weights)})
-    chunks = refit.chunked(sizes, budget)
+    chunks = buckets.chunked(sizes, budget)
     flat = [name for chunk in chunks for name in chunk]
     assert sorted(flat) == sorted(sizes) and len(flat) == len(set(flat))
     if rest:
         assert chunks[0] == list(sizes)[:len(rest)]
-    order = [refit.layer_of(n) for n in flat if refit.layer_of(n) is not None]
+    order = [buckets.layer_of(n) for n in flat if buckets.layer_of(n) is not None]
     assert order == sorted(order)  # layers in order, none split across a non-layer chunk
     for chunk in chunks:
-        held = {refit.layer_of(n) for n in chunk} - {None}
+        held = {buckets.layer_of(n) for n in chunk} - {None}
         if held:
-            assert all(refit.layer_of(n) is not None for n in chunk)
-            whole = [n for n in sizes if refit.layer_of(n) in held]
+            assert all(buckets.layer_of(n) is not None for n in chunk)
+            whole = [n for n in sizes if buckets.layer_of(n) in held]
             assert sorted(chunk) == sorted(whole)  # whole layers only
             assert sum(sizes[n] for n in chunk) <= budget or len(held) == 1
 
 
 def test_layer_numbers_are_read_from_any_prefix() -> None:
-    assert refit.layer_of("model.language_model.layers.12.mlp.up_proj.weight") == 12
-    assert refit.layer_of("decoder.layers.3.self_attention.linear_qkv.weight") == 3
-    assert refit.layer_of("model.norm.weight") is None and refit.layer_of("model.visual.blocks.1.w") is None
+    assert buckets.layer_of("model.language_model.layers.12.mlp.up_proj.weight") == 12
+    assert buckets.layer_of("decoder.layers.3.self_attention.linear_qkv.weight") == 3
+    assert buckets.layer_of("model.norm.weight") is None and buckets.layer_of("model.visual.blocks.1.w") is None
 
 
 def _chunks_against_state_dict(backend_name: str, family: str, parallel: dict) -> dict:
     from rl.backends import get_backend
     from rl.models import build_model
 
-    refit.CHUNK_BYTES = 1  # one chunk per layer
+    buckets.CHUNK_BYTES = 1  # one chunk per layer
     cfg = ModelConfig(family=family, config={"layer_types": ["full_attention", "linear_attention"],
                                              "num_hidden_layers": 2})
     if family == "qwen3_5_moe":
@@ -104,7 +104,7 @@ def _assert_joined(out: dict, chunks: int) -> None:
     whole, joined = out["keys"]
     assert sorted(whole) == joined and out["equal"]
     assert out["chunks"] == chunks
-    assert all(refit.layer_of(n) is None for n in out["names"][0])  # embedding, norm, head first
+    assert all(buckets.layer_of(n) is None for n in out["names"][0])  # embedding, norm, head first
 
 
 @pytest.mark.integration

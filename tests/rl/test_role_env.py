@@ -12,9 +12,10 @@ import os
 import pytest
 import yaml
 
-from rl import faults, secret_env
+from rl import faults
 from rl.cluster.ray_cluster import worker_env
 from rl.config import load_config, parse_config, read_recipe
+from rl.recipe import secret_env
 from rl.run import _hidden_env, _without_faults
 from rl.workers.base import WorkerBase
 

@@ -32,7 +32,6 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from rl import refit
 from rl.algorithms.loss import LossConfig, prev_logprobs_refusal
 from rl.backends import register
 from rl.backends.megatron import compile as mcomp
@@ -73,6 +72,7 @@ from rl.models.image_inputs import IMAGE_FIELDS
 from rl.models.packing import Packing
 from rl.models.qwen3_5 import text_config
 from rl.models.vision import vl_config
+from rl.refit import buckets
 
 __all__ = ["MegatronBackend"]
 
@@ -459,7 +459,7 @@ class MegatronBackend:
                                 ep_group=ps.get_expert_model_parallel_group(),
                                 etp_group=ps.get_expert_tensor_parallel_group(),
                                 sections=conv.gdn_sections(self.hf_config))
-        layers = sorted({refit.layer_of(k) for k in full} - {None})
+        layers = sorted({buckets.layer_of(k) for k in full} - {None})
         hf = conv.mcore_top_to_hf(full, self.hf_config) if not layers else {}
         for layer in layers:
             hf.update(conv.mcore_layer_to_hf(full, layer, self.hf_config))
@@ -472,7 +472,7 @@ class MegatronBackend:
 
     def _refit_plan(self) -> list[tuple[str, list[str]]]:
         """The refit's chunks, as (kind, local parameter names): "language" chunks of whole layers
-        (rl.refit.chunked; the weights outside the layers first), then the vision tower's
+        (rl.refit.buckets.chunked; the weights outside the layers first), then the vision tower's
         ("visual"), or one "whole" chunk where pp > 1. A weight's size is its shard's bytes times
         the ranks it is split over, so every rank plans the same chunks."""
         if getattr(self, "_refit_chunks", None) is None:
@@ -482,7 +482,7 @@ class MegatronBackend:
             else:
                 sizes = {k: v.numel() * v.element_size() * (p.ep * p.etp if conv.expert_weight(k) is not None else p.tp)
                          for k, v in self._language().named_parameters()}
-                plan = [("language", names) for names in refit.chunked(sizes)]
+                plan = [("language", names) for names in buckets.chunked(sizes)]
                 if isinstance(self.gpt, mvis.VisionLanguageModel) and self.gpt.vision_model is not None:
                     plan.append(("visual", []))
                 self._refit_chunks = plan
@@ -515,7 +515,7 @@ class MegatronBackend:
         """This rank's optimizer state on the host, a snapshot later steps do not change; reload
         it under the same parallel layout. Copied to the host tensor by tensor: a deep copy on the
         device first needs the state's size again there (a checkpoint's OOM at full width)."""
-        state = {"optimizer": refit.to_cpu(self.optimizer.state_dict(), copy=True)}
+        state = {"optimizer": buckets.to_cpu(self.optimizer.state_dict(), copy=True)}
         if self.ddp.ddp_config.use_distributed_optimizer:
             state["param_state"] = [o.get_parameter_state_dp_reshardable() for o in self._chained()]
         return state

@@ -1,12 +1,12 @@
 """Refit over a process group of two: policy rank 0 broadcasts its weight buckets to the generator.
 
 Why: when generation is not colocated (`generation.colocated: false`) the generator has a GPU
-of its own, so CUDA IPC handles (rl/refit.py `share`) do not reach it, and the object store
+of its own, so CUDA IPC handles (buckets.py `share`) do not reach it, and the object store
 would carry every weight through host memory on every step. Instead policy rank 0 and the
 generator share a group of their own, beside the policy's: NCCL between GPUs, gloo on the CPU
 (how CPU tests run the same path). Rank 0 of the group is policy rank 0, rank 1 the generator.
 
-The layout (each weight's bucket, offset and shape, rl/refit.py `pack`) is agreed once, when the
+The layout (each weight's bucket, offset and shape, buckets.py `pack`) is agreed once, when the
 channel opens; then a refit is one broadcast per bucket (one per dtype) into buffers the
 generator allocated once. Each refit the sender checks its layout against the agreed one, so a
 changed set of weights fails loudly instead of filling the generator with shifted bytes.
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rl.refit import Packed, Slot, unpack
+from rl.refit.buckets import Packed, Slot, unpack
 
 __all__ = ["RefitChannel"]
 
