@@ -179,8 +179,9 @@ def main() -> None:
     from rl.generation.decode_attention import use_grouped_decode_attention
     from rl.generation.flash_decode import triton
     from rl.generation.fused_projections import fuse_projections
-    from rl.generation.gdn_decode import triton_runs, use_gdn_decode
+    from rl.generation.gdn_decode import use_gdn_decode
     from rl.generation.static_decode import StaticDecoder
+    from rl.generation.triton_runs import triton_runs
     from rl.models import build_model
 
     model_block, vocab = model_config(args.model, args.layers)

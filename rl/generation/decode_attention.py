@@ -24,7 +24,8 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from rl.generation.flash_decode import default_scale, flash_decode, flash_decode_available
+from rl.generation.flash_decode import default_scale, flash_decode
+from rl.generation.triton_runs import triton_runs
 
 __all__ = ["FLASH_DECODE", "GROUPED_DECODE", "flash_decode_attention", "grouped_decode_attention",
            "use_grouped_decode_attention"]
@@ -58,7 +59,7 @@ def _flash_fits(query: torch.Tensor, attention_mask: torch.Tensor | None, dropou
     return (query.shape[2] == 1 and dropout == 0.0 and dim >= 16 and dim & (dim - 1) == 0
             and (attention_mask is None or (attention_mask.dtype == torch.bool and attention_mask.shape[1] == 1))
             and all(kwargs.get(k) is None for k in ("position_bias", "softcap", "s_aux"))
-            and flash_decode_available(query))
+            and triton_runs(query))
 
 
 def flash_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -11,17 +11,18 @@ their log-sum-exp. Which keys are live is read from the mask on the device, as t
 replays the step with no host sync.
 
 fp32 accumulation, the inputs' dtype in the products (fp32 inputs: full fp32 products, no TF32).
-`flash_decode_available` says where it runs: a CUDA tensor with Triton importable, or any tensor
-under `TRITON_INTERPRET=1` (how CPU tests run it). Triton is not a dependency of the project.
+It runs where `rl.generation.triton_runs` says Triton does (a CUDA tensor, or the CPU under
+TRITON_INTERPRET=1); Triton is not a dependency of the project.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
 
 import torch
+
+from rl.generation.triton_runs import INTERPRET
 
 try:
     import triton
@@ -29,7 +30,7 @@ try:
 except ImportError:  # no Triton (CI, CPU machines): grouped_decode_attention keeps sdpa
     triton = None
 
-__all__ = ["BLOCK_N", "flash_decode", "flash_decode_available", "num_splits"]
+__all__ = ["BLOCK_N", "flash_decode", "num_splits"]
 
 BLOCK_N = 64  # keys per block: the unit a program skips when the mask leaves it dead
 # splits are chosen so rows x key/value heads x splits reach the programs an SM holds at once (16 of
@@ -39,12 +40,7 @@ BLOCK_N = 64  # keys per block: the unit a program skips when the mask leaves it
 PROGRAMS_PER_SM = 16
 
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once, as Triton reads it
 
-
-def flash_decode_available(query: torch.Tensor) -> bool:
-    """Whether `flash_decode` can run on `query`'s device."""
-    return triton is not None and (query.is_cuda or _INTERPRET)
 
 
 @functools.cache
@@ -152,7 +148,7 @@ def flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ma
     lse = torch.empty(B, Hkv, splits, G, dtype=torch.float32, device=query.device)
     out = torch.empty(B, 1, Hq, D, dtype=query.dtype, device=query.device)
     flags = mask[:, 0, 0].view(torch.uint8) if mask is not None else query  # query: an unread placeholder
-    upcast = _INTERPRET and query.dtype == torch.bfloat16
+    upcast = INTERPRET and query.dtype == torch.bfloat16
     precision = "ieee" if query.dtype == torch.float32 or upcast else "tf32"  # bf16/fp16 products ignore it
     _split_kernel[(splits, B * Hkv)](
         query, key, value, flags, part, lse, scale, L, Hkv,

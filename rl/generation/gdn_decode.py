@@ -30,7 +30,6 @@ the stacked weight (`rl.generation.fused_projections.stack_linears`), so a refit
 from __future__ import annotations
 
 import math
-import os
 import types
 
 import torch
@@ -38,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rl.generation.fused_projections import stack_linears
+from rl.generation.triton_runs import triton_runs
 
 try:
     import triton
@@ -45,17 +45,12 @@ try:
 except ImportError:  # no Triton (CI, CPU machines): the torch arithmetic below
     triton = None
 
-__all__ = ["BLOCK_V", "conv_step_reference", "gdn_conv_step", "gdn_decode_step", "gdn_step_reference", "triton_runs",
+__all__ = ["BLOCK_V", "conv_step_reference", "gdn_conv_step", "gdn_decode_step", "gdn_step_reference",
            "use_gdn_decode"]
 
 BLOCK_V = 32  # value columns a program holds (at most): a [K, 32] fp32 tile, 32 registers a thread at K 128
 L2_EPS = 1e-6  # transformers' (and fla's) l2norm epsilon for q and k
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-
-def triton_runs(tensor: torch.Tensor) -> bool:
-    """Whether the kernel runs on `tensor`'s device (else the step is torch code)."""
-    return triton is not None and (tensor.is_cuda or _INTERPRET)
 
 
 if triton is not None:

@@ -19,17 +19,13 @@ from decode_models import EOS, PAD, text_model
 from rl.generation import row_seeds
 from rl.generation.decode_attention import FLASH_DECODE, flash_decode_attention, grouped_decode_attention
 from rl.generation.decode_attention import use_grouped_decode_attention as use_grouped
-from rl.generation.flash_decode import BLOCK_N, flash_decode, flash_decode_available, num_splits
+from rl.generation.flash_decode import BLOCK_N, flash_decode, num_splits
 from rl.generation.static_decode import StaticDecoder
 
 
 @pytest.fixture
-def device() -> str:
-    pytest.importorskip("triton")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    if not flash_decode_available(torch.empty(0, device=device)):
-        pytest.skip("Triton runs on a GPU, or on the CPU under TRITON_INTERPRET=1")
-    return device
+def device(triton_device: str) -> str:
+    return triton_device
 
 
 def _reference(q, k, v, mask, scale):

@@ -22,7 +22,6 @@ from rl.generation.gdn_decode import (
     gdn_conv_step,
     gdn_decode_step,
     gdn_step_reference,
-    triton_runs,
     use_gdn_decode,
 )
 from rl.generation.sampler import _cache_kwarg
@@ -72,15 +71,6 @@ def test_the_torch_step_is_transformers_recurrence(key_heads: int, value_heads: 
     torch.testing.assert_close(state, want_state, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got.float(), want_out.float(), rtol=0, atol=1e-5 if dtype == torch.float32 else 1e-2)
     assert (state - inputs[5]).abs().max() > 1e-2  # it did move the state
-
-
-@pytest.fixture
-def triton_device() -> str:
-    pytest.importorskip("triton")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    if not triton_runs(torch.empty(0, device=device)):
-        pytest.skip("Triton runs on a GPU, or on the CPU under TRITON_INTERPRET=1")
-    return device
 
 
 @pytest.mark.parametrize("key_heads,value_heads,dim", [(2, 2, 16), (2, 4, 64), (1, 4, 128)])
