@@ -1,6 +1,6 @@
 """Keep the machine loaded for a while: N busy-loop processes, each ending by itself after S seconds.
 
-    python tests/busy_load.py --procs 8 --seconds 5400
+    python tests/busy_load.py --procs 4 --seconds 5400
 
 The by-hand proof that CI cannot flake under load (issue 38, docs/architecture.md "CI under
 load"): run `bash .ci/run` while this keeps the load average above 6 on the 2-core box. Every
@@ -29,7 +29,8 @@ def spin(until: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--procs", type=int, default=8, help="busy processes (8 keeps a 2-core box above load 6)")
+    parser.add_argument("--procs", type=int, default=4,
+                        help="busy processes (4, beside the CI, hold a 2-core box above load 6)")
     parser.add_argument("--seconds", type=float, default=5400.0, help="when every process ends by itself")
     args = parser.parse_args(argv)
     if not 1 <= args.procs <= 256 or not 0 < args.seconds <= 86400:

@@ -7,6 +7,7 @@ for its node index (`assign_nodes`: the driver's node is node 0 when it fits). A
 gets a fresh random auth token per run, so no other local user can submit work to it while the
 run is up, and a 0700 temp dir of its own (its logs and sockets), removed after the run. The
 recipe's secrets never enter a runtime env: each actor gets its own as constructor arguments.
+Workers run at their raylet's CPU priority (`WORKER_NICENESS`), not at Ray's nice 15 below it.
 Every remote call goes through `Cluster.get`, which waits with `ray.wait` and a
 deadline and turns an actor death into `DeadWorkerError(name)`; when a worker raises instead
 (e.g. its gloo peer vanished), the other workers are probed so the dead one is still the one
@@ -48,6 +49,13 @@ NODE_ID_LABEL = "ray.io/node-id"  # a label Ray gives every node
 # The GPU machines' NVLink-multicast switches: set in the driver's environment, they reach every worker.
 PASS_THROUGH_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
                     "NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS")
+# Ray starts each worker at nice 15 (its `worker_niceness`) so that its raylet wins the CPU from them.
+# The engine's workers are the run's work: at nice 15 beside busy processes of nice 0 a worker gets
+# ~2% of a core (a two-node run's workers sat importing torch at 2.3% CPU for minutes on a loaded
+# 2-core box: issue 38's "stall"). Each worker reads this from its environment as it starts: a
+# private Ray's raylet passes it to every worker (TransferQueue's too), and each actor of ours
+# carries it in its runtime env, which holds on a cluster we join as well.
+WORKER_NICENESS = {"RAY_worker_niceness": "0"}
 
 
 def start_ray(*, num_cpus: float, num_gpus: int = 0, withhold: Collection[str] = ()) -> str | None:
@@ -70,7 +78,7 @@ def start_ray(*, num_cpus: float, num_gpus: int = 0, withhold: Collection[str] =
         temp_dir = tempfile.mkdtemp(prefix="rl-ray-", dir="/tmp")
         log.info("private Ray in %s (removed after the run)", temp_dir)
         try:
-            with _withheld(withhold):
+            with _withheld(withhold), _defaults(WORKER_NICENESS):
                 ray.init(address="local", num_cpus=max(int(num_cpus + 0.999), 1), num_gpus=num_gpus,
                          object_store_memory=OBJECT_STORE_BYTES if num_gpus else None,
                          include_dashboard=False, log_to_driver=True, _temp_dir=temp_dir)
@@ -82,6 +90,19 @@ def start_ray(*, num_cpus: float, num_gpus: int = 0, withhold: Collection[str] =
                 raise
             log.warning("private Ray: %s (attempt %d of %d); starting it again", error, attempt, RAY_START_ATTEMPTS)
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _defaults(values: Mapping[str, str]) -> Iterator[None]:
+    """`os.environ` with those of `values` it lacks, for the duration (Ray's processes started
+    meanwhile keep them); a name the environment sets (a recipe's env allowed to) is left as it is."""
+    added = {name: value for name, value in values.items() if name not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
 
 
 @contextlib.contextmanager
@@ -118,11 +139,13 @@ def assign_nodes(placement: Placement, nodes: list[dict[str, Any]], *, driver_no
 
 def worker_env(recipe_env: Mapping[str, str | None], *, gpu: bool) -> dict[str, str]:
     """The env a worker starts with: its role's recipe env (None: left unset, RunConfig.worker_env),
-    the GPU switches set in the driver's environment, one CPU thread; a CPU worker sees no GPU
-    (a CPU recipe runs the same anywhere)."""
+    the GPU switches set in the driver's environment, one CPU thread, the raylet's CPU priority;
+    a CPU worker sees no GPU (a CPU recipe runs the same anywhere)."""
     env: dict[str, str | None] = {k: os.environ[k] for k in PASS_THROUGH_ENV if k in os.environ}
     env.update(recipe_env)
     env["OMP_NUM_THREADS"] = "1"
+    for name, value in WORKER_NICENESS.items():
+        env.setdefault(name, value)  # a recipe's own (allowed by env_unsafe_allow) wins
     if gpu:
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's condition for deterministic kernels
     else:

@@ -188,3 +188,11 @@ def test_workers_put_and_get_their_own_columns_through_dispatch(tq_store: DataPl
     for w in group.workers:
         ray.kill(w)
     tq_store.clear("rollout")
+
+
+def test_the_private_rays_workers_run_at_the_drivers_priority(tq_store):
+    """TransferQueue's actors and every other worker of the engine's private Ray start at the
+    driver's nice value, not Ray's 15 (starved beside busy processes: rl/cluster/ray_cluster.py)."""
+    nice = ray.remote(num_cpus=0)(lambda: os.nice(0))  # TransferQueue holds both CPUs
+    assert ray.get(nice.remote(), timeout=120) == os.nice(0)
+    assert "RAY_worker_niceness" not in os.environ  # set only while the private Ray started

@@ -104,3 +104,9 @@ def test_a_resumed_run_drops_planted_faults_from_every_env(monkeypatch):
                              generation={faults.ENV: "nan_loss", "G": "g"}, env_unsafe_allow=[faults.ENV]))
     clean = _without_faults(cfg)
     assert (clean.env, clean.policy.env, clean.generation.env) == ({"A": "a"}, {}, {"G": "g"})
+
+
+def test_a_worker_runs_at_its_raylets_priority_unless_the_recipe_says_otherwise():
+    assert worker_env({}, gpu=False)["RAY_worker_niceness"] == "0"  # Ray's own default is nice 15
+    assert worker_env({"RAY_worker_niceness": "5"}, gpu=False)["RAY_worker_niceness"] == "5"
+    assert "RAY_worker_niceness" not in worker_env({"RAY_worker_niceness": None}, gpu=False)
