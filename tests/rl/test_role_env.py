@@ -110,3 +110,20 @@ def test_a_worker_runs_at_its_raylets_priority_unless_the_recipe_says_otherwise(
     assert worker_env({}, gpu=False)["RAY_worker_niceness"] == "0"  # Ray's own default is nice 15
     assert worker_env({"RAY_worker_niceness": "5"}, gpu=False)["RAY_worker_niceness"] == "5"
     assert "RAY_worker_niceness" not in worker_env({"RAY_worker_niceness": None}, gpu=False)
+
+
+@pytest.mark.parametrize("outside", [None, "7"])
+def test_a_private_rays_workers_start_at_its_raylets_priority_and_the_environment_is_restored(monkeypatch, outside):
+    from rl.cluster import ray_cluster
+
+    seen = []
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray_cluster.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray_cluster.ray, "init", lambda **kw: seen.append(os.environ.get("RAY_worker_niceness")))
+    if outside is None:
+        monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    else:
+        monkeypatch.setenv("RAY_worker_niceness", outside)  # e.g. a recipe's env, allowed to set it
+    os.rmdir(ray_cluster.start_ray(num_cpus=1))
+    assert seen == [outside or "0"]  # what the raylet, and so every worker, starts with
+    assert os.environ.get("RAY_worker_niceness") == outside
