@@ -139,15 +139,19 @@ def test_a_secret_reaches_the_workers_but_no_command_line_and_no_ray_log(tmp_pat
 
 def test_a_killed_harness_takes_its_engine_along_and_the_dir_is_locked_until_then(tmp_path):
     out, token = tmp_path / "run", uuid.uuid4().hex
-    proc = harness("algorithm.num_steps=8", "checkpoint.every_steps=1", "--out", str(out), token=token)
+    # Held in step 2 (a policy rank sleeps in its train call: rl/faults.py) until its harness is
+    # killed, however fast the engine runs: at 8 free-running steps a loaded box once finished them
+    # before the refused second harness had answered. A resumed run plants no fault.
+    held = ("algorithm.num_steps=8", "checkpoint.every_steps=1", "env_unsafe_allow=[RL_FAULTS]",
+            "++env.RL_FAULTS=worker_hang@2")
+    proc = harness(*held, "--out", str(out), token=token)
     wait_until(lambda: steps(out) >= 1, "step 1", proc)
 
-    second = harness("algorithm.num_steps=8", "checkpoint.every_steps=1", "--resume", "--out", str(out),
-                     token=uuid.uuid4().hex)
+    second = harness(*held, "--resume", "--out", str(out), token=uuid.uuid4().hex)
     said = second.communicate(timeout=UPPER_S)[0]
     assert second.returncode == 2 and "in use by a live run" in said, said[-2000:]
 
-    assert steps(out) < 8, "the run must still be going when its harness is killed"
+    assert steps(out) == 1 and proc.poll() is None, "the run must be held in step 2 when its harness is killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     killed = time.monotonic()
@@ -164,7 +168,7 @@ def test_a_killed_harness_takes_its_engine_along_and_the_dir_is_locked_until_the
     assert status["state"] == "interrupted" and status["exit_code"] == 143, status
     print(f"engine and its Ray gone {gone_s:.1f} s after the harness's SIGKILL")
 
-    resumed = harness("algorithm.num_steps=8", "checkpoint.every_steps=1", "--resume", "--out", str(out), token=token)
+    resumed = harness(*held, "--resume", "--out", str(out), token=token)
     said = resumed.communicate(timeout=UPPER_S)[0]
     assert resumed.returncode in (0, 1) and "in use" not in said, said[-3000:]
     rows = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
