@@ -22,8 +22,10 @@ the hf_* variants always are). Variants:
                the draw's counter generator as one kernel (`fused_draw`): what the generation
                worker runs on CUDA
   ours_graphs_hf_gdn  the same with transformers' gated-delta-net forward in the decode step
-  ours_graphs_conv_kernel  ours_graphs with the gated-delta-net conv window as one Triton kernel
-               (`use_gdn_decode(conv_kernel=True)`, not yet the worker's)
+  ours_graphs_conv_torch  ours_graphs with the gated-delta-net conv window in torch arithmetic
+               (`use_gdn_decode(conv_kernel=False)`: three inductor kernels where ours_graphs has one)
+  ours_graphs_fused_stats  ours_graphs with the step's logit statistics (log-sum-exp, row max, the
+               draw's block weights) from one Triton pass (rl.generation.logit_stats), not yet the worker's
   ours_graphs_autotune  ours_graphs with the step compiled in "max-autotune-no-cudagraphs" mode
                (inductor times its own matrix products against cuBLAS's for each shape; minutes
                of compilation on its first call)
@@ -36,7 +38,10 @@ the hf_* variants always are). Variants:
   hf_dynamic   model.generate() with its default cache
 
 One JSON line per variant (and, on ours_graphs, `ratio_vs_hf_static` and the fraction of the
-decode step's roofline it reaches, bench/decode_roofline.py). `--profile FILE` also writes
+decode step's roofline it reaches, bench/decode_roofline.py). Our variants also split a call into
+the prompt's forward (`prefill_s`) and the decode steps (`decode_s`, `decode_tokens_per_sec`),
+timed by CUDA events (`StaticDecoder.phase_seconds`): `decode_roofline_fraction` sets the steps
+alone against the step's roofline, `roofline_fraction` the whole call. `--profile FILE` also writes
 torch.profiler's kernel table of one call of `--profile-variant` (ours_graphs: the kernels its
 replayed graphs run, which CUPTI reports one by one; ours_static: the same step launched from
 Python) by self device time, with the device time a decode step takes, to find what a step spends
@@ -58,12 +63,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_conv_kernel", "ours_graphs_hf_gdn", "ours_graphs_sdpa",
-            "ours_graphs_unfused", "ours_static", "ours_eager", "hf_static", "hf_dynamic")
+VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_fused_stats", "ours_graphs_conv_torch",
+            "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager", "hf_static",
+            "hf_dynamic")
 # the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
-FLASH_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_conv_kernel", "ours_graphs_hf_gdn",
-                  "ours_graphs_unfused", "ours_static", "ours_eager")
-GDN_STEP_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_conv_kernel", "ours_static", "ours_eager")
+FLASH_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_fused_stats", "ours_graphs_conv_torch",
+                  "ours_graphs_hf_gdn", "ours_graphs_unfused", "ours_static", "ours_eager")
+GDN_STEP_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_fused_stats", "ours_graphs_conv_torch",
+                     "ours_static", "ours_eager")
 
 
 def model_config(name: str, layers: str) -> tuple[Any, int]:
@@ -119,17 +126,25 @@ def hf_image_kwargs(model, prompt: torch.Tensor, images: dict[str, torch.Tensor]
     return image_forward_kwargs(model, prompt, images["pixel_values"], images["image_grid_thw"])
 
 
-def timed(fn, repeats: int) -> tuple[float, float]:
-    """(first call s, median of the timed calls s), each ending in a device sync."""
+def timed(fn, repeats: int, decoder=None) -> tuple[float, float, tuple[float, float] | None]:
+    """(first call s, median of the timed calls s, and with a StaticDecoder the medians of its
+    `phase_seconds`: the prompt's forward and the decode steps), each call ending in a device sync."""
+    phases = []
+
     def once() -> float:
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         fn()
         torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        if decoder is not None:
+            phases.append(decoder.phase_seconds())
+        return seconds
 
     first = once()
-    return first, statistics.median(once() for _ in range(repeats))
+    phases.clear()
+    median = statistics.median(once() for _ in range(repeats))
+    return first, median, tuple(statistics.median(p) for p in zip(*phases)) if phases else None
 
 
 def profile(fn, path: str, title: str, steps: int) -> None:
@@ -167,6 +182,9 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--out", default=None)
+    p.add_argument("--warm", action="store_true",
+                   help="one untimed call a variant, nothing printed (beside the smoke suite, so a timed run after it "
+                        "finds inductor's and Triton's caches warm)")
     p.add_argument("--attention", default="grouped", choices=["grouped", "sdpa"],
                    help="our variants' decode attention (rl.generation.decode_attention, or HF's sdpa)")
     p.add_argument("--profile", default=None, help="write the kernel table of one --profile-variant call here")
@@ -207,16 +225,17 @@ def main() -> None:
         hf_gdn_model = copy.deepcopy(unfused)
         fuse_projections(hf_gdn_model)
         graphs_hf_gdn = StaticDecoder(hf_gdn_model, use_graphs=True, fused_draw=True)
-    graphs_conv_kernel = None
-    if "ours_graphs_conv_kernel" in args.variants:
+    graphs_conv_torch = None
+    if "ours_graphs_conv_torch" in args.variants:
         conv_model = copy.deepcopy(unfused)
         fuse_projections(conv_model)
-        use_gdn_decode(conv_model, conv_kernel=True)
-        graphs_conv_kernel = StaticDecoder(conv_model, use_graphs=True, fused_draw=True)
+        use_gdn_decode(conv_model, conv_kernel=False)
+        graphs_conv_torch = StaticDecoder(conv_model, use_graphs=True, fused_draw=True)
     gdn_step = "triton" if use_gdn_decode(our_model) and triton_runs(prompt) else "-"
     graphs = StaticDecoder(our_model, use_graphs=True, fused_draw=True)
     static = StaticDecoder(our_model, use_graphs=False)
     autotuned = StaticDecoder(our_model, use_graphs=True, fused_draw=True, compile_mode="max-autotune-no-cudagraphs")
+    fused_stats = StaticDecoder(our_model, use_graphs=True, fused_draw=True, fused_stats=True)
     graphs_unfused = (StaticDecoder(unfused, use_graphs=True, fused_draw=True)
                       if "ours_graphs_unfused" in args.variants else None)
     graphs_sdpa = None
@@ -230,7 +249,8 @@ def main() -> None:
     runs = {
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_autotune": lambda: autotuned.generate(prompt, seeds=seeds, **ours),
-        "ours_graphs_conv_kernel": lambda: graphs_conv_kernel.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_fused_stats": lambda: fused_stats.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_conv_torch": lambda: graphs_conv_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_hf_gdn": lambda: graphs_hf_gdn.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_sdpa": lambda: graphs_sdpa.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_unfused": lambda: graphs_unfused.generate(prompt, seeds=seeds, **ours),
@@ -239,12 +259,21 @@ def main() -> None:
         "hf_static": lambda: model.generate(prompt, cache_implementation="static", **hf),
         "hf_dynamic": lambda: model.generate(prompt, **hf),
     }
+    decoders = {"ours_graphs": graphs, "ours_graphs_autotune": autotuned, "ours_graphs_fused_stats": fused_stats,
+                "ours_graphs_conv_torch": graphs_conv_torch,
+                "ours_graphs_hf_gdn": graphs_hf_gdn, "ours_graphs_sdpa": graphs_sdpa,
+                "ours_graphs_unfused": graphs_unfused, "ours_static": static}
     params = sum(t.numel() for t in model.parameters())
+    if args.warm:  # one untimed call each: compiles and captures into the caches a timed run then reads
+        with torch.no_grad():
+            for name in args.variants.split(","):
+                runs[name]()
+        return
     results = {}
     for name in args.variants.split(","):
         with torch.no_grad():
             try:
-                first, median = timed(runs[name], args.repeats)
+                first, median, phases = timed(runs[name], args.repeats, decoders.get(name))
             except Exception as error:  # noqa: BLE001 - a variant that fails is reported, the rest still run
                 results[name] = dict(variant=name, error=f"{type(error).__name__}: {str(error).splitlines()[0][:300]}")
                 print(json.dumps(results[name]), flush=True)
@@ -256,6 +285,9 @@ def main() -> None:
                              gdn_step=gdn_step if name in GDN_STEP_VARIANTS else "-",
                              first_s=round(first, 3), seconds=round(median, 4),
                              tokens_per_sec=round(args.batch * args.new / median, 1),
+                             **({} if phases is None else dict(
+                                 prefill_s=round(phases[0], 4), decode_s=round(phases[1], 4),
+                                 decode_tokens_per_sec=round(args.batch * args.new / phases[1], 1))),
                              device=torch.cuda.get_device_name(), torch=torch.__version__,
                              date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
         print(json.dumps(results[name]), flush=True)
@@ -265,12 +297,14 @@ def main() -> None:
         from rl.metrics.mfu import device_class
 
         roof = decode_roofline(model, args.batch, args.prompt, args.new, device_class(torch.cuda.get_device_name()))
-        results["ours_graphs"].update(roofline_tokens_per_sec=round(roof.tokens_per_sec),
-                                      roofline_bound=roof.bound,
-                                      roofline_fraction=round(results["ours_graphs"]["tokens_per_sec"]
-                                                              / roof.tokens_per_sec, 3))
-        print(json.dumps({k: results["ours_graphs"][k] for k in ("roofline_tokens_per_sec", "roofline_bound",
-                                                                  "roofline_fraction")}), flush=True)
+        ours_row = results["ours_graphs"]
+        # the roofline is a decode step's: `decode_roofline_fraction` sets the decode steps alone against
+        # it; `roofline_fraction` the whole call, the prompt's forward included (its figure before 2026-12-05)
+        ours_row.update(roofline_tokens_per_sec=round(roof.tokens_per_sec), roofline_bound=roof.bound,
+                        roofline_fraction=round(ours_row["tokens_per_sec"] / roof.tokens_per_sec, 3),
+                        decode_roofline_fraction=round(ours_row["decode_tokens_per_sec"] / roof.tokens_per_sec, 3))
+        print(json.dumps({k: ours_row[k] for k in ("roofline_tokens_per_sec", "roofline_bound",
+                                                   "roofline_fraction", "decode_roofline_fraction")}), flush=True)
     if "tokens_per_sec" in results.get("ours_graphs", {}) and "tokens_per_sec" in results.get("hf_static", {}):
         ratio = results["ours_graphs"]["tokens_per_sec"] / results["hf_static"]["tokens_per_sec"]
         results["ours_graphs"]["ratio_vs_hf_static"] = round(ratio, 2)

@@ -9,7 +9,7 @@ copy back into the cache after them; the state must only be read once and writte
 the HBM's 4.8 TB/s). The four input products (q/k/v, z, b, a: the last two 16 columns wide) were
 four launches where one does, and the conv update a cuDNN depthwise kernel plus a concat (written as
 tensor arithmetic, inductor still makes three kernels of it: the window, its copy, the sum;
-`gdn_conv_step` is one Triton kernel for it, opt-in until measured on a GPU).
+`gdn_conv_step` is one Triton kernel for it, the default since it measured faster on an H200).
 
 `gdn_decode_step` (a torch op, opaque to `torch.compile`, mutating `state`): per (row, value head,
 block of value columns) one program loads the state tile, applies the decay, the delta rule and
@@ -256,14 +256,14 @@ def _layer_classes() -> tuple[type, ...]:
     return Qwen3_5GatedDeltaNet, Qwen3_5MoeGatedDeltaNet
 
 
-def use_gdn_decode(model: nn.Module, *, conv_kernel: bool = False) -> int:
+def use_gdn_decode(model: nn.Module, *, conv_kernel: bool = True) -> int:
     """Give every Qwen3.5 gated-delta-net layer of `model` the one-token decode step above, in
     place; returns how many layers (0: none, the model is unchanged). Call it after the model has
     its final device and dtype (`.to` would copy the stacked weight's views apart).
 
-    `conv_kernel`: the conv window through `gdn_conv_step`'s Triton kernel; off, its torch
-    arithmetic, which inductor fuses into three kernels (the generation worker's until the kernel
-    has run on a GPU: bench/bench_generation.py `ours_graphs_conv_kernel` measures it)."""
+    `conv_kernel`: the conv window through `gdn_conv_step`'s Triton kernel (hybrid dense_1b at
+    batch 64 on an H200: 2.5% more tokens/s, 2026-12-05); off, its torch arithmetic, which
+    inductor fuses into three kernels (bench/bench_generation.py `ours_graphs_conv_torch`)."""
     done = 0
     for module in model.modules():
         if isinstance(module, _layer_classes()) and not hasattr(module, "fused_in_proj"):

@@ -38,6 +38,7 @@ images and no host arithmetic.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ import torch
 from transformers import PreTrainedModel, StaticCache
 
 from rl.generation.generation import Generation
+from rl.generation.logit_stats import combine_block_stats, fused_stats_run, logit_block_stats
 from rl.generation.prompt_layout import (
     LeftPadded,
     left_pad,
@@ -90,10 +92,13 @@ def _pad_rows(x: torch.Tensor | None, rows: int, device: torch.device) -> torch.
     return torch.cat([x, x[:1].expand(rows - x.shape[0], *x.shape[1:])]) if rows > x.shape[0] else x
 
 
-def next_token_stats(logits: torch.Tensor, temperature: float, banned: torch.Tensor | None,
-                     blocks: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+def next_token_stats(logits: torch.Tensor, temperature: float, banned: torch.Tensor | None, blocks: bool,
+                     fused: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """What the next draw and log-prob read besides the logits [B, V]: logsumexp in float32 [B]
-    (`gather_logprobs`' `lse`), and with `blocks` `block_weights`' (row max, block weights)."""
+    (`gather_logprobs`' `lse`), and with `blocks` `block_weights`' (row max, block weights).
+    `fused` (with `blocks`): all three from `rl.generation.logit_stats`' one pass over the logits."""
+    if fused and blocks:
+        return combine_block_stats(logit_block_stats(logits, temperature, banned), temperature)
     lse = torch.logsumexp(logits.float(), dim=-1)
     return (lse, *block_weights(logits, temperature, banned)) if blocks else (lse, None, None)
 
@@ -124,13 +129,16 @@ class StaticDecoder:
     """Samples like `rl.generation.sampler.generate`, from a static cache, CUDA graphs on a GPU."""
 
     def __init__(self, model: PreTrainedModel, *, use_graphs: bool, counter_rng: bool | None = None,
-                 max_slots: int = MAX_SLOTS, fused_draw: bool = False, compile_mode: str | None = None) -> None:
+                 max_slots: int = MAX_SLOTS, fused_draw: bool = False, compile_mode: str | None = None,
+                 fused_stats: bool = False) -> None:
         """`max_slots`: call shapes kept captured, each with its cache (`generation.decode_slots`).
         `fused_draw`: with graphs, the counter generator's hash as one compiled kernel
         (`fused_counter_uniforms`, the same bits) instead of ~100 small ones (the generation worker's).
         `compile_mode`: `torch.compile`'s mode for the graphs' step (None: its default; the bench's
         `ours_graphs_autotune` tries "max-autotune-no-cudagraphs", which times inductor's matrix
-        products against cuBLAS's for the step's shapes)."""
+        products against cuBLAS's for the step's shapes).
+        `fused_stats`: the step's logit statistics from one Triton pass (`rl.generation.logit_stats`)
+        where Triton runs (bench/bench_generation.py `ours_graphs_fused_stats` measures it)."""
         if max_slots < 1:
             raise ValueError(f"max_slots must be >= 1, got {max_slots}")
         self.model = model
@@ -146,7 +154,28 @@ class StaticDecoder:
         self.decode_step = torch.compile(self._step, dynamic=False, mode=compile_mode) if use_graphs else self._step
         self.uniforms = fused_counter_uniforms if use_graphs and fused_draw else counter_uniforms
         self.banned = banned_ids(model, self.device)
+        self.fused_stats = fused_stats and fused_stats_run(next(model.parameters()))
         self._slots: OrderedDict[tuple, _Slot] = OrderedDict()
+        self._marks: list = []  # the last call's start, end of prompt, end: CUDA events, or host clocks on a CPU
+
+    def _mark(self) -> None:
+        if self.device.type == "cuda":
+            self._marks.append(torch.cuda.Event(enable_timing=True))
+            self._marks[-1].record()
+        else:
+            self._marks.append(time.perf_counter())
+
+    def phase_seconds(self) -> tuple[float, float]:
+        """(the prompt's forward, the decode steps) of the last call, in seconds: a generation
+        figure's two parts, which scale differently (the prompt with its length, the steps with the
+        new tokens), so a decode step's roofline is set against the steps alone. Syncs with the device."""
+        if len(self._marks) != 3:
+            raise RuntimeError("no finished generate call to time")
+        start, prompt, end = self._marks
+        if self.device.type == "cuda":
+            end.synchronize()
+            return start.elapsed_time(prompt) / 1e3, prompt.elapsed_time(end) / 1e3
+        return prompt - start, end - prompt
 
     @torch.no_grad()
     def generate(self, prompt_ids: torch.Tensor, *, max_new_tokens: int, temperature: float,
@@ -170,13 +199,17 @@ class StaticDecoder:
         try:
             key = (Bb, P, max_new_tokens, temperature, eos_token_id, pad_token_id)
             slot = self._slot(key, prompt, images, temperature=temperature, eos=eos_token_id, pad=pad_token_id)
+            self._marks = []
+            self._mark()
             self._prefill(slot, prompt, images, seeds=seeds, temperature=temperature, pad=pad_token_id)
+            self._mark()
             run = slot.graph.replay if slot.graph is not None else (
                 lambda: self._iterate(slot, temperature=temperature, eos=eos_token_id, pad=pad_token_id))
             for i in range(max_new_tokens):
                 run()
                 if (i + 1) % SYNC_EVERY == 0 and i + 1 < max_new_tokens and bool(slot.done.all()):
                     break
+            self._mark()
         finally:
             self.model.train(was_training)
         return right_padded(prompt_ids, lengths, tokens=slot.tokens[:B].clone(), logprobs=slot.logprobs[:B].clone(),
@@ -193,7 +226,8 @@ class StaticDecoder:
         out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=True,
                          logits_to_keep=1, **{self.cache_kw: cache}, **images)
         logits = out.logits[:, -1]
-        return (logits, *next_token_stats(logits, temperature, self.banned, self._block_draw(temperature)))
+        return (logits, *next_token_stats(logits, temperature, self.banned, self._block_draw(temperature),
+                                          self.fused_stats))
 
     def _store(self, slot: _Slot, step: tuple[torch.Tensor, ...]) -> None:
         logits, lse, m, blocks = step

@@ -98,3 +98,16 @@ def test_the_decoder_keeps_at_most_its_slots_least_recently_used_out_first() -> 
     assert [key[0] for key in dec._slots] == [2, 4]  # 3 was least recently used when 4 came
     with pytest.raises(ValueError, match="max_slots"):
         StaticDecoder(model("qwen3_5"), use_graphs=False, max_slots=0)
+
+
+def test_phase_seconds_split_a_call_into_its_prompt_and_its_decode_steps() -> None:
+    import time
+
+    decoder = StaticDecoder(model("qwen3_5"), use_graphs=False)
+    with pytest.raises(RuntimeError, match="no finished generate call"):
+        decoder.phase_seconds()
+    t0 = time.perf_counter()
+    decoder.generate(prompts(), seeds=row_seeds(3, 6), **{**ARGS, "eos_token_id": -1})
+    wall = time.perf_counter() - t0
+    prompt, steps = decoder.phase_seconds()
+    assert 0 < prompt and 0 < steps and prompt + steps <= wall
