@@ -26,6 +26,7 @@ targets (GPUs, about how long):
   gdn [ops]                          fla's gated-delta-net kernels against the torch rule, and their speed (1, 3 min)
   grouped-experts                    grouped expert GEMMs against a per-expert loop, and their speed (1, 1 min)
   generation-shapes [LAYERS [BATCHES [PROFILE_BATCH]]]  dense_1b full,hybrid at batches 64,256, 128 + 256 tokens: ours, HF static, the roofline (1, 5 min)
+  decode-kernels [--batches B,...]   the decode step's hand kernels alone: attention launches, logit statistics (1, 2 min)
   generation                         our decoders against HF `generate`: twin, dense_1b hybrid, VLM twin (1, 8 min)
   llm-seeds | vlm-seeds              the h200x2 twin through `harness run`, seeds 42, 7, 123 side by side (2, 9 min)
   smoke-seeds [TWINS [SEEDS [OVR...]]] the GPU smoke suite's learning twins (h200x1) on seeds 42, 7, 123: its thresholds (1, 8 min)
@@ -130,6 +131,8 @@ case "$TARGET" in
       timeout 200 python3 bench/bench_generation.py --model vlm_twin --batch 64 --new 256 \
         --variants ours_graphs,ours_static,ours_eager,hf_dynamic
     } 2>&1 | grep -v Warning | record generation ;;
+  decode-kernels)   # bench/decode_kernels.py --warm beside the smoke first makes this run time only
+    timeout 200 python3 bench/decode_kernels.py "$@" 2>&1 | grep --line-buffered -v Warning | record decode_kernels ;;
   generation-shapes)   # issue 31's shapes; the PROFILE_BATCH run also writes its kernel table
     for l in $(echo "${1:-full,hybrid}" | tr , ' '); do
       for b in $(echo "${2:-64,256}" | tr , ' '); do

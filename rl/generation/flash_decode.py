@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -30,7 +31,7 @@ try:
 except ImportError:  # no Triton (CI, CPU machines): grouped_decode_attention keeps sdpa
     triton = None
 
-__all__ = ["BLOCK_N", "flash_decode", "num_splits"]
+__all__ = ["BLOCK_N", "LAUNCH", "Launch", "flash_decode", "launch_flash_decode", "num_splits"]
 
 BLOCK_N = 64  # keys per block: the unit a program skips when the mask leaves it dead
 # splits are chosen so rows x key/value heads x splits reach the programs an SM holds at once (16 of
@@ -40,7 +41,18 @@ BLOCK_N = 64  # keys per block: the unit a program skips when the mask leaves it
 PROGRAMS_PER_SM = 16
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How the two kernels are launched: the op's `LAUNCH`; bench/decode_kernels.py times others."""
 
+    block_n: int = BLOCK_N
+    programs_per_sm: int = PROGRAMS_PER_SM
+    skip_dead: bool = True  # the split kernel branches over a block with no live key
+    split_warps: int = 4
+    merge_warps: int = 4
+
+
+LAUNCH = Launch()
 
 
 @functools.cache
@@ -48,10 +60,10 @@ def _multiprocessors(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
 
 
-def num_splits(programs: int, length: int, multiprocessors: int) -> int:
-    """Splits of the sequence so that `programs` (rows x key/value heads) x splits >= PROGRAMS_PER_SM x
-    the SMs, at most one per `BLOCK_N` block of keys."""
-    return max(1, min(-(-length // BLOCK_N), -(-PROGRAMS_PER_SM * multiprocessors // programs)))
+def num_splits(programs: int, length: int, multiprocessors: int, launch: Launch = LAUNCH) -> int:
+    """Splits of the sequence so that `programs` (rows x key/value heads) x splits >= programs_per_sm x
+    the SMs, at most one per `block_n` block of keys."""
+    return max(1, min(-(-length // launch.block_n), -(-launch.programs_per_sm * multiprocessors // programs)))
 
 
 if triton is not None:
@@ -60,10 +72,13 @@ if triton is not None:
     def _split_kernel(Q, K, V, Mask, OutPart, LsePart, scale, length, kv_heads,
                       sqb, sqh, sqd, skb, skh, skn, skd, svb, svh, svn, svd, smb, smn,
                       G: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCKS: tl.constexpr,
-                      D: tl.constexpr, HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+                      D: tl.constexpr, HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+                      SKIP_DEAD: tl.constexpr):
         """Program (split s, row b x kv head h): the G query heads' softmax over the split's live keys,
         normalised, and its log-sum-exp (-inf, output 0, when the split has no live key). UPCAST:
-        products in fp32 (the interpreter multiplies bf16's raw bits)."""
+        products in fp32 (the interpreter multiplies bf16's raw bits). SKIP_DEAD: a block with no
+        live key is branched over; off, its keys are loaded under the mask (a dead lane reads no
+        memory) and, with no branch in the loop, Triton can pipeline the blocks' loads."""
         s = tl.program_id(0)
         bh = tl.program_id(1)
         b = bh // kv_heads
@@ -83,7 +98,7 @@ if triton is not None:
             live = cols < length
             if HAS_MASK:
                 live = live & (tl.load(Mask + b * smb + cols * smn, mask=live, other=0) != 0)
-            if tl.max(live.to(tl.int32), axis=0) > 0:  # a wholly dead block costs its mask bytes only
+            if not SKIP_DEAD or tl.max(live.to(tl.int32), axis=0) > 0:  # a dead block: its mask bytes only
                 k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + d[None, :] * skd, mask=live[:, None],
                             other=0.0)
                 v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + d[None, :] * svd, mask=live[:, None],
@@ -93,8 +108,9 @@ if triton is not None:
                 scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
                 scores = tl.where(live[None, :], scores, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-                alpha = tl.exp(m_i - m_new)
-                p = tl.exp(scores - m_new[:, None])
+                m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)  # an all-dead block so far: no NaN
+                alpha = tl.exp(m_i - m_safe)
+                p = tl.exp(scores - m_safe[:, None])
                 l_i = l_i * alpha + tl.sum(p, axis=1)
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
                 m_i = m_new
@@ -138,11 +154,17 @@ def flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ma
     Returns:
         [B, 1, Hq, D] in the query's dtype (HF's attention-function layout).
     """
+    return launch_flash_decode(query, key, value, mask, scale, LAUNCH)
+
+
+def launch_flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+                        scale: float, launch: Launch) -> torch.Tensor:
+    """`flash_decode` launched as `launch` says."""
     B, Hq, _, D = query.shape
     Hkv, L = key.shape[1], key.shape[2]
     G = Hq // Hkv
-    blocks = -(-L // BLOCK_N)
-    per_split = -(-blocks // num_splits(B * Hkv, L, _multiprocessors(query.device)))  # blocks of keys a split
+    blocks = -(-L // launch.block_n)
+    per_split = -(-blocks // num_splits(B * Hkv, L, _multiprocessors(query.device), launch))  # blocks a split
     splits = -(-blocks // per_split)
     part = torch.empty(B, Hkv, splits, G, D, dtype=torch.float32, device=query.device)
     lse = torch.empty(B, Hkv, splits, G, dtype=torch.float32, device=query.device)
@@ -154,10 +176,11 @@ def flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ma
         query, key, value, flags, part, lse, scale, L, Hkv,
         query.stride(0), query.stride(1), query.stride(3), *key.stride(), *value.stride(),
         flags.stride(0) if flags.shape[0] > 1 else 0, flags.stride(-1),  # a mask of one row serves every row
-        G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), BLOCK_N=BLOCK_N, BLOCKS=per_split, D=D,
-        HAS_MASK=mask is not None, PRECISION=precision, UPCAST=upcast)
+        G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), BLOCK_N=launch.block_n, BLOCKS=per_split, D=D,
+        HAS_MASK=mask is not None, PRECISION=precision, UPCAST=upcast, SKIP_DEAD=launch.skip_dead,
+        num_warps=launch.split_warps)
     _merge_kernel[(B * Hq,)](part, lse, out, splits, Hkv, out.stride(0), out.stride(2),
-                             G=G, BLOCK_S=max(2, triton.next_power_of_2(splits)), D=D)
+                             G=G, BLOCK_S=max(2, triton.next_power_of_2(splits)), D=D, num_warps=launch.merge_warps)
     return out
 
 

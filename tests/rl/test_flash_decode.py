@@ -19,7 +19,7 @@ from decode_models import EOS, PAD, text_model
 from rl.generation import row_seeds
 from rl.generation.decode_attention import FLASH_DECODE, flash_decode_attention, grouped_decode_attention
 from rl.generation.decode_attention import use_grouped_decode_attention as use_grouped
-from rl.generation.flash_decode import BLOCK_N, flash_decode, num_splits
+from rl.generation.flash_decode import BLOCK_N, Launch, flash_decode, launch_flash_decode, num_splits
 from rl.generation.static_decode import StaticDecoder
 
 
@@ -65,6 +65,20 @@ def test_equals_masked_attention_over_the_live_keys(device: str, groups: int, di
     assert got.shape == (len(live), 1, 2 * groups, dim) and got.dtype == dtype
     want = _reference(q, k, v, mask, dim ** -0.5)
     torch.testing.assert_close(got.float(), want.to(got.device), rtol=0, atol=TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("launch", [Launch(skip_dead=False), Launch(block_n=32, programs_per_sm=4),
+                                    Launch(block_n=128, skip_dead=False, split_warps=8, merge_warps=1)],
+                         ids=["masked-loads", "small-blocks", "big-blocks"])
+def test_every_launch_equals_masked_attention(device: str, launch: Launch) -> None:
+    """The launches bench/decode_kernels.py times give the same attention: with dead blocks loaded
+    under the mask (their NaN keys never read), splits of several blocks, a row with no live key in a split."""
+    length = 7 * 64 + 5
+    live = [(0, length), (40, 300), (0, 9), (200, 203), (430, 431), (64, 256)]
+    (q, k, v), mask = _case(len(live), 2, 4, length, 64, torch.bfloat16, device, live)
+    got = launch_flash_decode(q, k, v, mask, 0.125, launch)
+    torch.testing.assert_close(got.float(), _reference(q, k, v, mask, 0.125).to(got.device), rtol=0,
+                               atol=TOLERANCE[torch.bfloat16])
 
 
 def test_one_split_and_no_mask(device: str) -> None:
