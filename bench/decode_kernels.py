@@ -1,20 +1,21 @@
 """The decode step's hand kernels alone at issue 31's shapes: the split-K attention under each launch
-(rl.generation.flash_decode.Launch) and the logit statistics, one pass (rl.generation.logit_stats)
-against the torch arithmetic compiled as the step compiles it.
+(rl.generation.flash_decode.Launch), the logit statistics in one pass (rl.generation.logit_stats)
+against the torch arithmetic compiled as the step compiles it, and the decode products as Triton
+tiles (rl.generation.decode_linear) against cuBLAS's F.linear.
 
     python3 bench/decode_kernels.py --batches 64,256        # one JSON line per measurement
 
 Why: a launch parameter moves a kernel's time by tens of percent at these shapes, and the whole
-decode benchmark takes a minute a variant; here each candidate is timed in well under a second by
+decode benchmark takes a minute a variant; here each candidate is timed in a fraction of a second by
 `triton.testing.do_bench_cudagraph` (replayed from a CUDA graph, as the decode step is), so a sweep
 fits beside the smoke suite in one device call. `--warm` compiles every candidate without timing
 (run it beside the smoke suite; the timed run after it then finds Triton's cache warm).
 
-Shapes: dense_1b's attention (16 query heads, 4 key/value heads of 128) and Qwen3.5-35B-A3B's (16,
-2 of 256), a 128 + 256 cache of 384 columns with the mean live context (the row at 256), bf16; the
-logits of a 151,936-id vocabulary, bf16. Microseconds are the median of do_bench's replays.
+Shapes: dense_1b's attention (16 query heads, 4 key/value heads of 128; `--models qwen3_5_35b`
+adds 16 and 2 of 256), a 128 + 256 cache of 384 columns with the mean live context (the row at
+256), bf16; the logits of a 151,936-id vocabulary, bf16; dense_1b's products (PRODUCTS). Microseconds
+are the median of do_bench's replays.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 ATTENTION = {"dense_1b": (16, 4, 128), "qwen3_5_35b": (16, 2, 256)}  # query heads, key/value heads, head size
+# dense_1b's decode products (N, K), the gated-delta-net ones at bench/megatron_gpu.py's scaled widths;
+# at batch 256 the four largest
+PRODUCTS = {"qkv_gate": (5120, 2048), "o": (2048, 2048), "gate_up": (11264, 2048), "down": (2048, 5632),
+            "gdn_in": (6176, 2048), "gdn_out": (2048, 2048), "lm_head": (151936, 2048)}
+PRODUCTS_256 = ("qkv_gate", "gate_up", "down", "lm_head")
 CACHE, LIVE, VOCAB = 384, 256, 151936
+MODELS = ("dense_1b",)  # the attention shapes timed (`--models`)
 DEVICE = "cuda"  # `--warm --device cpu` under TRITON_INTERPRET=1 checks the sweep's wiring on a CPU
 
 
@@ -44,19 +51,32 @@ def launches():
     return [LAUNCH] + [c for c in grid + extra if c != LAUNCH]
 
 
+def tiles(rows: int):
+    from rl.generation.decode_linear import Tile
+
+    shapes = [(32, 128, 4), (32, 256, 3), (64, 128, 4), (64, 256, 3), (128, 128, 3), (128, 64, 4), (16, 256, 4),
+              (32, 128, 6)]
+    found = [Tile(block_m=64, block_n=n, block_k=k, stages=st) for n, k, st in shapes]
+    if rows > 64:
+        found += [Tile(block_m=128, block_n=64, block_k=64, stages=4, warps=8),
+                  Tile(block_m=128, block_n=128, block_k=64, stages=3, warps=8)]
+    return found
+
+
 def time_us(fn, warm: bool) -> float | None:
     import triton
 
     fn()
     if warm:
         return None
-    return 1e3 * triton.testing.do_bench_cudagraph(fn, rep=60, return_mode="median")
+    return 1e3 * triton.testing.do_bench_cudagraph(fn, rep=20, return_mode="median")
 
 
 def attention_rows(batch: int, warm: bool):
     from rl.generation.flash_decode import launch_flash_decode
 
-    for model, (hq, hkv, dim) in ATTENTION.items():
+    for model in MODELS:
+        hq, hkv, dim = ATTENTION[model]
         g = torch.Generator(device=DEVICE).manual_seed(0)
         q = torch.randn(batch, hq, 1, dim, device=DEVICE, dtype=torch.bfloat16, generator=g)
         k, v = (torch.randn(batch, hkv, CACHE, dim, device=DEVICE, dtype=torch.bfloat16, generator=g) for _ in range(2))
@@ -67,6 +87,26 @@ def attention_rows(batch: int, warm: bool):
             if us is not None:
                 yield dict(kernel="flash_decode", model=model, batch=batch, cache=CACHE, live=LIVE,
                            launch=launch.__dict__, us=round(us, 2), live_tb_per_s=round(live_bytes / us / 1e6, 2))
+
+
+def linear_rows(batch: int, warm: bool):
+    from rl.generation.decode_linear import decode_linear
+
+    x = torch.randn(batch, 5632, device=DEVICE, dtype=torch.bfloat16)
+    for name, (n, k) in PRODUCTS.items():
+        if batch > 64 and name not in PRODUCTS_256:
+            continue
+        weight = torch.randn(n, k, device=DEVICE, dtype=torch.bfloat16) / k ** 0.5
+        inputs = x[:, :k].contiguous()
+        weight_bytes = n * k * 2
+        candidates = [("cublas", None, lambda: torch.nn.functional.linear(inputs, weight))]
+        candidates += [("triton", t, lambda t=t: decode_linear(inputs, weight, t)) for t in tiles(batch)]
+        for kind, tile, fn in candidates:
+            us = time_us(fn, warm)
+            if us is not None:
+                yield dict(kernel="decode_linear", product=name, batch=batch, n=n, k=k, variant=kind,
+                           tile=None if tile is None else tile.__dict__, us=round(us, 2),
+                           weight_tb_per_s=round(weight_bytes / us / 1e6, 2))
 
 
 def stats_rows(batch: int, warm: bool):
@@ -88,12 +128,15 @@ def main() -> None:
     p.add_argument("--batches", default="64,256")
     p.add_argument("--warm", action="store_true", help="compile every candidate, time none")
     p.add_argument("--device", default="cuda")
+    p.add_argument("--models", default="dense_1b", help=f"attention shapes, of {','.join(ATTENTION)}")
+    p.add_argument("--kernels", default="attention,stats,linear")
     args = p.parse_args()
-    global DEVICE
-    DEVICE = args.device
+    global DEVICE, MODELS
+    DEVICE, MODELS = args.device, tuple(args.models.split(","))
+    sections = {"attention": attention_rows, "stats": stats_rows, "linear": linear_rows}
     with torch.no_grad():
         for batch in (int(b) for b in args.batches.split(",")):
-            for row in (*attention_rows(batch, args.warm), *stats_rows(batch, args.warm)):
+            for row in (r for name in args.kernels.split(",") for r in sections[name](batch, args.warm)):
                 row.update(device=torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE,
                            date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
                 print(json.dumps(row), flush=True)
