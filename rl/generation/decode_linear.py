@@ -43,11 +43,12 @@ if triton is not None:
     @triton.jit
     def _linear_kernel(X, W, Y, M, N, K, sxm, sxk, swn, swk, sym, syn,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, K_STEPS: tl.constexpr,
-                       UPCAST: tl.constexpr):
+                       PRECISION: tl.constexpr, UPCAST: tl.constexpr):
         """Program (row tile m, column tile n): Y[m, n] = sum over K of X[m, k] W[n, k], fp32 sums.
         Row tiles vary fastest, so the programs that share a weight tile run together (its re-reads
         hit L2). K_STEPS = cdiv(K, BLOCK_K), a constant: a layer's K is fixed (and Triton's interpreter
-        cannot loop to a runtime bound). UPCAST: products in fp32 (the interpreter multiplies bf16's raw bits)."""
+        cannot loop to a runtime bound). PRECISION: "ieee" for fp32 inputs (F.linear's, no TF32). UPCAST:
+        products in fp32 (the interpreter multiplies bf16's raw bits)."""
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
         rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -62,7 +63,7 @@ if triton is not None:
                         other=0.0)
             if UPCAST:
                 x, w = x.to(tl.float32), w.to(tl.float32)
-            acc += tl.dot(x, tl.trans(w))
+            acc += tl.dot(x, tl.trans(w), input_precision=PRECISION)
         tl.store(Y + rows[:, None] * sym + cols[None, :] * syn, acc.to(Y.dtype.element_ty),
                  mask=(rows[:, None] < M) & (cols[None, :] < N))
 
@@ -75,10 +76,12 @@ def decode_linear(x: torch.Tensor, weight: torch.Tensor, tile: Tile = Tile()) ->
     M, K = x.shape
     N = weight.shape[0]
     y = torch.empty(M, N, dtype=x.dtype, device=x.device)
+    upcast = x.device.type == "cpu" and x.dtype == torch.bfloat16
     grid = (triton.cdiv(M, tile.block_m), triton.cdiv(N, tile.block_n))
     _linear_kernel[grid](x, weight, y, M, N, K, *x.stride(), *weight.stride(), *y.stride(),
                          BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
                          K_STEPS=triton.cdiv(K, tile.block_k),
-                         UPCAST=x.device.type == "cpu" and x.dtype == torch.bfloat16,
+                         PRECISION="ieee" if x.dtype == torch.float32 or upcast else "tf32",  # bf16 ignores it
+                         UPCAST=upcast,
                          num_stages=tile.stages, num_warps=tile.warps)
     return y
