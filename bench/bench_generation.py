@@ -18,14 +18,15 @@ the hf_* variants always are). Variants:
                attention's split-K Triton kernel (rl.generation.flash_decode: reads only the cache's
                live keys; sdpa where Triton is missing, which the `decode_kernel` field says), the
                gated-delta-net layers' one-token step (rl.generation.gdn_decode: one input product,
-               the delta rule as one Triton kernel on the cache's state; the `gdn_step` field) and
-               the draw's counter generator as one kernel (`fused_draw`): what the generation
-               worker runs on CUDA
+               the delta rule as one Triton kernel on the cache's state; the `gdn_step` field), the
+               logit statistics from one Triton pass (`fused_stats`) and the draw's counter
+               generator as one kernel (`fused_draw`): what the generation worker runs on CUDA
   ours_graphs_hf_gdn  the same with transformers' gated-delta-net forward in the decode step
   ours_graphs_conv_torch  ours_graphs with the gated-delta-net conv window in torch arithmetic
                (`use_gdn_decode(conv_kernel=False)`: three inductor kernels where ours_graphs has one)
-  ours_graphs_fused_stats  ours_graphs with the step's logit statistics (log-sum-exp, row max, the
-               draw's block weights) from one Triton pass (rl.generation.logit_stats), not yet the worker's
+  ours_graphs_torch_stats  ours_graphs with the step's logit statistics (log-sum-exp, row max, the
+               draw's block weights) as compiled torch arithmetic, where ours_graphs reads them from
+               one Triton pass (rl.generation.logit_stats)
   ours_graphs_autotune  ours_graphs with the step compiled in "max-autotune-no-cudagraphs" mode
                (inductor times its own matrix products against cuBLAS's for each shape; minutes
                of compilation on its first call)
@@ -63,13 +64,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_fused_stats", "ours_graphs_conv_torch",
+VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_torch_stats", "ours_graphs_conv_torch",
             "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager", "hf_static",
             "hf_dynamic")
 # the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
-FLASH_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_fused_stats", "ours_graphs_conv_torch",
+FLASH_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_torch_stats", "ours_graphs_conv_torch",
                   "ours_graphs_hf_gdn", "ours_graphs_unfused", "ours_static", "ours_eager")
-GDN_STEP_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_fused_stats", "ours_graphs_conv_torch",
+GDN_STEP_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_torch_stats", "ours_graphs_conv_torch",
                      "ours_static", "ours_eager")
 
 
@@ -224,19 +225,20 @@ def main() -> None:
     if "ours_graphs_hf_gdn" in args.variants:
         hf_gdn_model = copy.deepcopy(unfused)
         fuse_projections(hf_gdn_model)
-        graphs_hf_gdn = StaticDecoder(hf_gdn_model, use_graphs=True, fused_draw=True)
+        graphs_hf_gdn = StaticDecoder(hf_gdn_model, use_graphs=True, fused_draw=True, fused_stats=True)
     graphs_conv_torch = None
     if "ours_graphs_conv_torch" in args.variants:
         conv_model = copy.deepcopy(unfused)
         fuse_projections(conv_model)
         use_gdn_decode(conv_model, conv_kernel=False)
-        graphs_conv_torch = StaticDecoder(conv_model, use_graphs=True, fused_draw=True)
+        graphs_conv_torch = StaticDecoder(conv_model, use_graphs=True, fused_draw=True, fused_stats=True)
     gdn_step = "triton" if use_gdn_decode(our_model) and triton_runs(prompt) else "-"
-    graphs = StaticDecoder(our_model, use_graphs=True, fused_draw=True)
+    graphs = StaticDecoder(our_model, use_graphs=True, fused_draw=True, fused_stats=True)
     static = StaticDecoder(our_model, use_graphs=False)
-    autotuned = StaticDecoder(our_model, use_graphs=True, fused_draw=True, compile_mode="max-autotune-no-cudagraphs")
-    fused_stats = StaticDecoder(our_model, use_graphs=True, fused_draw=True, fused_stats=True)
-    graphs_unfused = (StaticDecoder(unfused, use_graphs=True, fused_draw=True)
+    autotuned = StaticDecoder(our_model, use_graphs=True, fused_draw=True, fused_stats=True,
+                              compile_mode="max-autotune-no-cudagraphs")
+    torch_stats = StaticDecoder(our_model, use_graphs=True, fused_draw=True)
+    graphs_unfused = (StaticDecoder(unfused, use_graphs=True, fused_draw=True, fused_stats=True)
                       if "ours_graphs_unfused" in args.variants else None)
     graphs_sdpa = None
     if "ours_graphs_sdpa" in args.variants:
@@ -249,7 +251,7 @@ def main() -> None:
     runs = {
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_autotune": lambda: autotuned.generate(prompt, seeds=seeds, **ours),
-        "ours_graphs_fused_stats": lambda: fused_stats.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_torch_stats": lambda: torch_stats.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_conv_torch": lambda: graphs_conv_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_hf_gdn": lambda: graphs_hf_gdn.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_sdpa": lambda: graphs_sdpa.generate(prompt, seeds=seeds, **ours),
@@ -259,7 +261,7 @@ def main() -> None:
         "hf_static": lambda: model.generate(prompt, cache_implementation="static", **hf),
         "hf_dynamic": lambda: model.generate(prompt, **hf),
     }
-    decoders = {"ours_graphs": graphs, "ours_graphs_autotune": autotuned, "ours_graphs_fused_stats": fused_stats,
+    decoders = {"ours_graphs": graphs, "ours_graphs_autotune": autotuned, "ours_graphs_torch_stats": torch_stats,
                 "ours_graphs_conv_torch": graphs_conv_torch,
                 "ours_graphs_hf_gdn": graphs_hf_gdn, "ours_graphs_sdpa": graphs_sdpa,
                 "ours_graphs_unfused": graphs_unfused, "ours_static": static}

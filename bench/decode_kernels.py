@@ -1,7 +1,6 @@
 """The decode step's hand kernels alone at issue 31's shapes: the split-K attention under each launch
-(rl.generation.flash_decode.Launch), the logit statistics in one pass (rl.generation.logit_stats)
-against the torch arithmetic compiled as the step compiles it, and the decode products as Triton
-tiles (rl.generation.decode_linear) against cuBLAS's F.linear.
+(rl.generation.flash_decode.Launch), and the logit statistics in one pass (rl.generation.logit_stats)
+against the torch arithmetic compiled as the step compiles it.
 
     python3 bench/decode_kernels.py --batches 64,256        # one JSON line per measurement
 
@@ -13,9 +12,11 @@ fits beside the smoke suite in one device call. `--warm` compiles every candidat
 
 Shapes: dense_1b's attention (16 query heads, 4 key/value heads of 128; `--models qwen3_5_35b`
 adds 16 and 2 of 256), a 128 + 256 cache of 384 columns with the mean live context (the row at
-256), bf16; the logits of a 151,936-id vocabulary, bf16; dense_1b's products (PRODUCTS). Microseconds
-are the median of do_bench's replays.
+256), bf16; the logits of a 151,936-id vocabulary, bf16. Microseconds are the median of do_bench's
+replays. (A Triton kernel for the decode products, timed here against cuBLAS on 2026-12-05, lost or
+tied on every dense_1b product: bench/results/decode_kernels.jsonl, docs/benchmarks.md.)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,11 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 ATTENTION = {"dense_1b": (16, 4, 128), "qwen3_5_35b": (16, 2, 256)}  # query heads, key/value heads, head size
-# dense_1b's decode products (N, K), the gated-delta-net ones at bench/megatron_gpu.py's scaled widths;
-# at batch 256 the four largest
-PRODUCTS = {"qkv_gate": (5120, 2048), "o": (2048, 2048), "gate_up": (11264, 2048), "down": (2048, 5632),
-            "gdn_in": (6176, 2048), "gdn_out": (2048, 2048), "lm_head": (151936, 2048)}
-PRODUCTS_256 = ("qkv_gate", "gate_up", "down", "lm_head")
 CACHE, LIVE, VOCAB = 384, 256, 151936
 MODELS = ("dense_1b",)  # the attention shapes timed (`--models`)
 DEVICE = "cuda"  # `--warm --device cpu` under TRITON_INTERPRET=1 checks the sweep's wiring on a CPU
@@ -49,18 +45,6 @@ def launches():
             for n, p, s in itertools.product((32, 64, 128), (8, 16, 32), (True, False))]
     extra = [Launch(split_warps=w) for w in (2, 8)] + [Launch(merge_warps=w) for w in (1, 2)]
     return [LAUNCH] + [c for c in grid + extra if c != LAUNCH]
-
-
-def tiles(rows: int):
-    from rl.generation.decode_linear import Tile
-
-    shapes = [(32, 128, 4), (32, 256, 3), (64, 128, 4), (64, 256, 3), (128, 128, 3), (128, 64, 4), (16, 256, 4),
-              (32, 128, 6)]
-    found = [Tile(block_m=64, block_n=n, block_k=k, stages=st) for n, k, st in shapes]
-    if rows > 64:
-        found += [Tile(block_m=128, block_n=64, block_k=64, stages=4, warps=8),
-                  Tile(block_m=128, block_n=128, block_k=64, stages=3, warps=8)]
-    return found
 
 
 def time_us(fn, warm: bool) -> float | None:
@@ -89,26 +73,6 @@ def attention_rows(batch: int, warm: bool):
                            launch=launch.__dict__, us=round(us, 2), live_tb_per_s=round(live_bytes / us / 1e6, 2))
 
 
-def linear_rows(batch: int, warm: bool):
-    from rl.generation.decode_linear import decode_linear
-
-    x = torch.randn(batch, 5632, device=DEVICE, dtype=torch.bfloat16)
-    for name, (n, k) in PRODUCTS.items():
-        if batch > 64 and name not in PRODUCTS_256:
-            continue
-        weight = torch.randn(n, k, device=DEVICE, dtype=torch.bfloat16) / k ** 0.5
-        inputs = x[:, :k].contiguous()
-        weight_bytes = n * k * 2
-        candidates = [("cublas", None, lambda: torch.nn.functional.linear(inputs, weight))]
-        candidates += [("triton", t, lambda t=t: decode_linear(inputs, weight, t)) for t in tiles(batch)]
-        for kind, tile, fn in candidates:
-            us = time_us(fn, warm)
-            if us is not None:
-                yield dict(kernel="decode_linear", product=name, batch=batch, n=n, k=k, variant=kind,
-                           tile=None if tile is None else tile.__dict__, us=round(us, 2),
-                           weight_tb_per_s=round(weight_bytes / us / 1e6, 2))
-
-
 def stats_rows(batch: int, warm: bool):
     from rl.generation.logit_stats import combine_block_stats, logit_block_stats
     from rl.generation.static_decode import next_token_stats
@@ -129,11 +93,11 @@ def main() -> None:
     p.add_argument("--warm", action="store_true", help="compile every candidate, time none")
     p.add_argument("--device", default="cuda")
     p.add_argument("--models", default="dense_1b", help=f"attention shapes, of {','.join(ATTENTION)}")
-    p.add_argument("--kernels", default="attention,stats,linear")
+    p.add_argument("--kernels", default="attention,stats")
     args = p.parse_args()
     global DEVICE, MODELS
     DEVICE, MODELS = args.device, tuple(args.models.split(","))
-    sections = {"attention": attention_rows, "stats": stats_rows, "linear": linear_rows}
+    sections = {"attention": attention_rows, "stats": stats_rows}
     with torch.no_grad():
         for batch in (int(b) for b in args.batches.split(",")):
             for row in (r for name in args.kernels.split(",") for r in sections[name](batch, args.warm)):

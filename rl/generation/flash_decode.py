@@ -4,11 +4,11 @@ Why: with a static cache the decode step's sdpa (cuDNN flash attention) reads ev
 cache, live or not: 300 us of a 1,640 us step for a dense 1.2 B model at batch 64, 128-token
 prompts + 256 new tokens on an H200, where the live positions average 256 of 384
 (docs/benchmarks.md, "Generation"). Here each (row, key/value head, split of the sequence) is one
-program that computes the partial softmax of the head's G query heads over its split, skipping
-every `BLOCK_N` block of keys that the mask leaves wholly dead (the columns past the current token,
-which causality masks, and the prompt's left padding), then a second kernel merges the splits by
-their log-sum-exp. Which keys are live is read from the mask on the device, as the CUDA graph
-replays the step with no host sync.
+program that computes the partial softmax of the head's G query heads over its split, loading
+only the keys the mask leaves live (a dead key's lane reads no memory: the columns past the current
+token, which causality masks, and the prompt's left padding), then a second kernel merges the
+splits by their log-sum-exp. Which keys are live is read from the mask on the device, as the CUDA
+graph replays the step with no host sync.
 
 fp32 accumulation, the inputs' dtype in the products (fp32 inputs: full fp32 products, no TF32).
 It runs where `rl.generation.triton_runs` says Triton does (a CUDA tensor, or the CPU under
@@ -34,22 +34,26 @@ except ImportError:  # no Triton (CI, CPU machines): grouped_decode_attention ke
 __all__ = ["BLOCK_N", "LAUNCH", "Launch", "flash_decode", "launch_flash_decode", "num_splits"]
 
 BLOCK_N = 64  # keys per block: the unit a program skips when the mask leaves it dead
-# splits are chosen so rows x key/value heads x splits reach the programs an SM holds at once (16 of
-# 4 warps on Hopper): a program's blocks are loaded one after the other, so fewer blocks a program
-# hide more of the memory's latency (at 2 a SM, dense_1b's batch-64 step took 24 us a layer for
-# 17 MB of live cache, 2026-12-04)
-PROGRAMS_PER_SM = 16
+# splits are chosen so rows x key/value heads x splits reach PROGRAMS_PER_SM programs an SM: enough to
+# hide the memory's latency (at 2 an SM, dense_1b's batch-64 step took 24 us a layer for 17 MB of live
+# cache, 2026-12-04), few enough that the merge stays small
+PROGRAMS_PER_SM = 8
 
 
 @dataclass(frozen=True)
 class Launch:
-    """How the two kernels are launched: the op's `LAUNCH`; bench/decode_kernels.py times others."""
+    """How the two kernels are launched: the op's `LAUNCH`; bench/decode_kernels.py times others.
+
+    The defaults are the sweep's (one H200, 2026-12-05, bench/results/decode_kernels.jsonl; dense_1b's
+    heads, 384 cache columns, 256 live): one warp a merge program (17.3 -> 14.9 us at batch 64, 70.2 ->
+    58.1 at 256), and at batch 256 8 programs an SM with dead blocks loaded under the mask (70.2 ->
+    54.5; at batch 64 it costs 0.9 us); the three together were not timed in one run."""
 
     block_n: int = BLOCK_N
     programs_per_sm: int = PROGRAMS_PER_SM
-    skip_dead: bool = True  # the split kernel branches over a block with no live key
+    skip_dead: bool = False  # True: the split kernel branches over a block with no live key
     split_warps: int = 4
-    merge_warps: int = 4
+    merge_warps: int = 1
 
 
 LAUNCH = Launch()

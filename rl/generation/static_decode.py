@@ -138,7 +138,8 @@ class StaticDecoder:
         `ours_graphs_autotune` tries "max-autotune-no-cudagraphs", which times inductor's matrix
         products against cuBLAS's for the step's shapes).
         `fused_stats`: the step's logit statistics from one Triton pass (`rl.generation.logit_stats`)
-        where Triton runs (bench/bench_generation.py `ours_graphs_fused_stats` measures it)."""
+        where Triton runs (the generation worker's; bench/bench_generation.py `ours_graphs_torch_stats`
+        measures the compiled torch arithmetic beside it)."""
         if max_slots < 1:
             raise ValueError(f"max_slots must be >= 1, got {max_slots}")
         self.model = model
