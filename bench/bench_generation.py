@@ -27,6 +27,8 @@ the hf_* variants always are). Variants:
   ours_graphs_torch_stats  ours_graphs with the step's logit statistics (log-sum-exp, row max, the
                draw's block weights) as compiled torch arithmetic, where ours_graphs reads them from
                one Triton pass (rl.generation.logit_stats)
+  ours_graphs_draw_kernel  ours_graphs with the draw's second level as one Triton kernel
+               (rl.generation.draw_kernel), not yet the worker's
   ours_graphs_autotune  ours_graphs with the step compiled in "max-autotune-no-cudagraphs" mode
                (inductor times its own matrix products against cuBLAS's for each shape; minutes
                of compilation on its first call)
@@ -64,14 +66,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_torch_stats", "ours_graphs_conv_torch",
-            "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager", "hf_static",
-            "hf_dynamic")
+OURS_GRAPHS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_draw_kernel", "ours_graphs_torch_stats",
+               "ours_graphs_conv_torch")  # ours_graphs and its one-part variants
+VARIANTS = (*OURS_GRAPHS, "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager",
+            "hf_static", "hf_dynamic")
 # the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
-FLASH_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_torch_stats", "ours_graphs_conv_torch",
-                  "ours_graphs_hf_gdn", "ours_graphs_unfused", "ours_static", "ours_eager")
-GDN_STEP_VARIANTS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_torch_stats", "ours_graphs_conv_torch",
-                     "ours_static", "ours_eager")
+FLASH_VARIANTS = (*OURS_GRAPHS, "ours_graphs_hf_gdn", "ours_graphs_unfused", "ours_static", "ours_eager")
+GDN_STEP_VARIANTS = (*OURS_GRAPHS, "ours_static", "ours_eager")
 
 
 def model_config(name: str, layers: str) -> tuple[Any, int]:
@@ -238,6 +239,7 @@ def main() -> None:
     autotuned = StaticDecoder(our_model, use_graphs=True, fused_draw=True, fused_stats=True,
                               compile_mode="max-autotune-no-cudagraphs")
     torch_stats = StaticDecoder(our_model, use_graphs=True, fused_draw=True)
+    draw_kernel = StaticDecoder(our_model, use_graphs=True, fused_draw=True, fused_stats=True, draw_kernel=True)
     graphs_unfused = (StaticDecoder(unfused, use_graphs=True, fused_draw=True, fused_stats=True)
                       if "ours_graphs_unfused" in args.variants else None)
     graphs_sdpa = None
@@ -252,6 +254,7 @@ def main() -> None:
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_autotune": lambda: autotuned.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_torch_stats": lambda: torch_stats.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_draw_kernel": lambda: draw_kernel.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_conv_torch": lambda: graphs_conv_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_hf_gdn": lambda: graphs_hf_gdn.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_sdpa": lambda: graphs_sdpa.generate(prompt, seeds=seeds, **ours),
@@ -262,6 +265,7 @@ def main() -> None:
         "hf_dynamic": lambda: model.generate(prompt, **hf),
     }
     decoders = {"ours_graphs": graphs, "ours_graphs_autotune": autotuned, "ours_graphs_torch_stats": torch_stats,
+                "ours_graphs_draw_kernel": draw_kernel,
                 "ours_graphs_conv_torch": graphs_conv_torch,
                 "ours_graphs_hf_gdn": graphs_hf_gdn, "ours_graphs_sdpa": graphs_sdpa,
                 "ours_graphs_unfused": graphs_unfused, "ours_static": static}

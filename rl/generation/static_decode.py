@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, StaticCache
 
+from rl.generation.draw_kernel import draw_in_blocks_kernel
 from rl.generation.generation import Generation
 from rl.generation.logit_stats import combine_block_stats, fused_stats_run, logit_block_stats
 from rl.generation.prompt_layout import (
@@ -130,7 +131,7 @@ class StaticDecoder:
 
     def __init__(self, model: PreTrainedModel, *, use_graphs: bool, counter_rng: bool | None = None,
                  max_slots: int = MAX_SLOTS, fused_draw: bool = False, compile_mode: str | None = None,
-                 fused_stats: bool = False) -> None:
+                 fused_stats: bool = False, draw_kernel: bool = False) -> None:
         """`max_slots`: call shapes kept captured, each with its cache (`generation.decode_slots`).
         `fused_draw`: with graphs, the counter generator's hash as one compiled kernel
         (`fused_counter_uniforms`, the same bits) instead of ~100 small ones (the generation worker's).
@@ -139,7 +140,10 @@ class StaticDecoder:
         products against cuBLAS's for the step's shapes).
         `fused_stats`: the step's logit statistics from one Triton pass (`rl.generation.logit_stats`)
         where Triton runs (the generation worker's; bench/bench_generation.py `ours_graphs_torch_stats`
-        measures the compiled torch arithmetic beside it)."""
+        measures the compiled torch arithmetic beside it).
+        `draw_kernel`: the counter draw's second level as one Triton kernel
+        (`rl.generation.draw_kernel`) where Triton runs (bench/bench_generation.py
+        `ours_graphs_draw_kernel` measures it; not yet the worker's)."""
         if max_slots < 1:
             raise ValueError(f"max_slots must be >= 1, got {max_slots}")
         self.model = model
@@ -156,6 +160,8 @@ class StaticDecoder:
         self.uniforms = fused_counter_uniforms if use_graphs and fused_draw else counter_uniforms
         self.banned = banned_ids(model, self.device)
         self.fused_stats = fused_stats and fused_stats_run(next(model.parameters()))
+        self.draw_kernel = draw_kernel and fused_stats_run(next(model.parameters()))
+        self.draw_second_level = draw_in_blocks_kernel if self.draw_kernel else draw_in_blocks
         self._slots: OrderedDict[tuple, _Slot] = OrderedDict()
         self._marks: list = []  # the last call's start, end of prompt, end: CUDA events, or host clocks on a CPU
 
@@ -241,8 +247,8 @@ class StaticDecoder:
     def _iterate(self, slot: _Slot, *, temperature: float, eos: int, pad: int) -> None:
         """One token for every row: draw, record, feed it to the model. Fixed shapes, no host sync."""
         if self._block_draw(temperature):  # `draw_tokens`' counter draw, its first level done by the step
-            tok = draw_in_blocks(slot.logits, temperature, self.uniforms(slot.seeds, slot.step), slot.draw_max,
-                                 slot.draw_blocks, self.banned)
+            tok = self.draw_second_level(slot.logits, temperature, self.uniforms(slot.seeds, slot.step), slot.draw_max,
+                                         slot.draw_blocks, self.banned)
         else:
             tok = draw_tokens(slot.logits, temperature, slot.generators, self.banned, seeds=slot.seeds,
                               step=slot.step)
