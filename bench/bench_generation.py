@@ -185,8 +185,8 @@ def main() -> None:
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--out", default=None)
     p.add_argument("--warm", action="store_true",
-                   help="one untimed call a variant, nothing printed (beside the smoke suite, so a timed run after it "
-                        "finds inductor's and Triton's caches warm)")
+                   help="one untimed call a variant, a line each saying whether it ran (beside the smoke suite, so "
+                        "a timed run after it finds inductor's and Triton's caches warm)")
     p.add_argument("--attention", default="grouped", choices=["grouped", "sdpa"],
                    help="our variants' decode attention (rl.generation.decode_attention, or HF's sdpa)")
     p.add_argument("--profile", default=None, help="write the kernel table of one --profile-variant call here")
@@ -271,9 +271,14 @@ def main() -> None:
                 "ours_graphs_unfused": graphs_unfused, "ours_static": static}
     params = sum(t.numel() for t in model.parameters())
     if args.warm:  # one untimed call each: compiles and captures into the caches a timed run then reads
-        with torch.no_grad():
-            for name in args.variants.split(","):
-                runs[name]()
+        for name in args.variants.split(","):
+            with torch.no_grad():
+                try:
+                    runs[name]()
+                    print(json.dumps({"warm": name, "ok": True}), flush=True)
+                except Exception as error:  # noqa: BLE001 - reported; the other variants still warm up
+                    print(json.dumps({"warm": name, "ok": False, "error": str(error).splitlines()[0][:300]}),
+                          flush=True)
         return
     results = {}
     for name in args.variants.split(","):
