@@ -13,8 +13,9 @@ fits beside the smoke suite in one device call. `--warm` compiles every candidat
 Shapes: dense_1b's attention (16 query heads, 4 key/value heads of 128; `--models qwen3_5_35b`
 adds 16 and 2 of 256), a 128 + 256 cache of 384 columns with the mean live context (the row at
 256), bf16; the logits of a 151,936-id vocabulary, bf16. Microseconds are the median of do_bench's
-replays. (A Triton kernel for the decode products, timed here against cuBLAS on 2026-12-05, lost or
-tied on every dense_1b product: bench/results/decode_kernels.jsonl, docs/benchmarks.md.)
+replays. (A Triton kernel for the decode products, timed here against cuBLAS on 2026-12-05, beat it
+on one of 11 dense_1b products by 3% and lost on the rest: bench/results/decode_kernels.jsonl,
+docs/benchmarks.md.)
 """
 
 from __future__ import annotations
