@@ -185,8 +185,8 @@ def main() -> None:
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--out", default=None)
     p.add_argument("--warm", action="store_true",
-                   help="one untimed call a variant, a line each saying whether it ran (beside the smoke suite, so "
-                        "a timed run after it finds inductor's and Triton's caches warm)")
+                   help="run each variant once untimed, printing whether it ran (beside the smoke suite, so a timed "
+                        "run after it finds inductor's and Triton's caches warm)")
     p.add_argument("--attention", default="grouped", choices=["grouped", "sdpa"],
                    help="our variants' decode attention (rl.generation.decode_attention, or HF's sdpa)")
     p.add_argument("--profile", default=None, help="write the kernel table of one --profile-variant call here")

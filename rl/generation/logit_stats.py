@@ -20,7 +20,6 @@ from __future__ import annotations
 import torch
 
 from rl.generation.sampler import DRAW_BLOCK
-from rl.generation.triton_runs import triton_runs
 
 try:
     import triton
@@ -28,7 +27,7 @@ try:
 except ImportError:  # no Triton (CI, CPU machines): the torch arithmetic runs
     triton = None
 
-__all__ = ["combine_block_stats", "fused_stats_run", "logit_block_stats"]
+__all__ = ["combine_block_stats", "logit_block_stats"]
 
 if triton is not None:
 
@@ -91,7 +90,3 @@ def combine_block_stats(stats: torch.Tensor, temperature: float) -> tuple[torch.
     lse = row_top.squeeze(-1) + torch.log((total * torch.exp(top - row_top)).sum(dim=-1))
     return lse, row_max, weights
 
-
-def fused_stats_run(logits: torch.Tensor) -> bool:
-    """Whether `logit_block_stats` can run on `logits`."""
-    return triton is not None and triton_runs(logits)

@@ -47,7 +47,7 @@ from transformers import PreTrainedModel, StaticCache
 
 from rl.generation.draw_kernel import draw_in_blocks_kernel
 from rl.generation.generation import Generation
-from rl.generation.logit_stats import combine_block_stats, fused_stats_run, logit_block_stats
+from rl.generation.logit_stats import combine_block_stats, logit_block_stats
 from rl.generation.prompt_layout import (
     LeftPadded,
     left_pad,
@@ -68,6 +68,7 @@ from rl.generation.sampler import (
     fused_counter_uniforms,
     use_counter_rng,
 )
+from rl.generation.triton_runs import triton_runs
 from rl.models.image_inputs import image_forward_kwargs
 from rl.models.logprobs import gather_logprobs
 
@@ -159,8 +160,8 @@ class StaticDecoder:
         self.decode_step = torch.compile(self._step, dynamic=False, mode=compile_mode) if use_graphs else self._step
         self.uniforms = fused_counter_uniforms if use_graphs and fused_draw else counter_uniforms
         self.banned = banned_ids(model, self.device)
-        self.fused_stats = fused_stats and fused_stats_run(next(model.parameters()))
-        self.draw_kernel = draw_kernel and fused_stats_run(next(model.parameters()))
+        self.fused_stats = fused_stats and triton_runs(next(model.parameters()))
+        self.draw_kernel = draw_kernel and triton_runs(next(model.parameters()))
         self.draw_second_level = draw_in_blocks_kernel if self.draw_kernel else draw_in_blocks
         self._slots: OrderedDict[tuple, _Slot] = OrderedDict()
         self._marks: list = []  # the last call's start, end of prompt, end: CUDA events, or host clocks on a CPU

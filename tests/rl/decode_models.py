@@ -28,3 +28,15 @@ def vision_model() -> tuple[torch.nn.Module, object]:
     with torch.no_grad():
         m.lm_head.weight[tok.eos_token_id] *= 12
     return m, tok
+
+
+def static_sample(model: torch.nn.Module, **decoder: object):
+    """`model` through the static loop (no graph) with the counter draw, on four prompts of lengths
+    9, 3, 6 and 1 for 10 tokens: the case the decode kernels' tests hold a kernel's decoder to."""
+    from rl.generation import row_seeds
+    from rl.generation.static_decode import StaticDecoder
+
+    ids = torch.randint(4, 40, (4, 9), generator=torch.Generator().manual_seed(1))
+    return StaticDecoder(model, use_graphs=False, counter_rng=True, **decoder).generate(
+        ids, max_new_tokens=10, temperature=1.0, eos_token_id=EOS, pad_token_id=PAD, seeds=row_seeds(7, 4),
+        prompt_lengths=torch.tensor([9, 3, 6, 1]))

@@ -8,12 +8,10 @@ import copy
 
 import pytest
 import torch
-from decode_models import EOS, PAD, text_model
+from decode_models import static_sample, text_model
 
-from rl.generation import row_seeds
 from rl.generation.draw_kernel import draw_in_blocks_kernel
 from rl.generation.sampler import DRAW_BLOCK, block_weights, counter_uniforms, draw_in_blocks
-from rl.generation.static_decode import StaticDecoder
 
 
 @pytest.fixture
@@ -53,11 +51,5 @@ def test_a_uniform_at_the_ends_of_the_range(device: str) -> None:
 
 def test_the_static_decoder_samples_the_same_tokens_with_it(device: str) -> None:
     model = text_model("qwen3_5").to(device)
-    ids = torch.randint(4, 40, (4, 9), generator=torch.Generator().manual_seed(1))
-    args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=EOS, pad_token_id=PAD, seeds=row_seeds(7, 4),
-                prompt_lengths=torch.tensor([9, 3, 6, 1]))
-    want = StaticDecoder(copy.deepcopy(model), use_graphs=False, counter_rng=True).generate(ids, **args)
-    fused = StaticDecoder(model, use_graphs=False, counter_rng=True, draw_kernel=True)
-    assert fused.draw_kernel
-    got = fused.generate(ids, **args)
+    want, got = static_sample(copy.deepcopy(model)), static_sample(model, draw_kernel=True)
     assert torch.equal(got.input_ids, want.input_ids) and torch.equal(got.gen_logprobs, want.gen_logprobs)

@@ -14,13 +14,11 @@ import copy
 
 import pytest
 import torch
-from decode_models import EOS, PAD, text_model
+from decode_models import static_sample, text_model
 
-from rl.generation import row_seeds
 from rl.generation.decode_attention import FLASH_DECODE, flash_decode_attention, grouped_decode_attention
 from rl.generation.decode_attention import use_grouped_decode_attention as use_grouped
 from rl.generation.flash_decode import BLOCK_N, Launch, flash_decode, launch_flash_decode, num_splits
-from rl.generation.static_decode import StaticDecoder
 
 
 @pytest.fixture
@@ -119,11 +117,7 @@ def test_the_static_decoder_samples_the_same_tokens_with_it(device: str) -> None
     sdpa, flash = copy.deepcopy(model), copy.deepcopy(model)
     use_grouped(sdpa)
     assert use_grouped(flash, flash=True) and flash.config.get_text_config()._attn_implementation == FLASH_DECODE
-    ids = torch.randint(4, 40, (4, 9), generator=torch.Generator().manual_seed(1))
-    args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=EOS, pad_token_id=PAD, seeds=row_seeds(7, 4),
-                prompt_lengths=torch.tensor([9, 3, 6, 1]))
-    want = StaticDecoder(sdpa, use_graphs=False, counter_rng=True).generate(ids, **args)
-    got = StaticDecoder(flash, use_graphs=False, counter_rng=True).generate(ids, **args)
+    want, got = static_sample(sdpa), static_sample(flash)
     assert torch.equal(got.input_ids, want.input_ids)
     assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
 

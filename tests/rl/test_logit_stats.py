@@ -8,12 +8,10 @@ import copy
 
 import pytest
 import torch
-from decode_models import EOS, PAD, text_model
+from decode_models import static_sample, text_model
 
-from rl.generation import row_seeds
 from rl.generation.logit_stats import combine_block_stats, logit_block_stats
 from rl.generation.sampler import DRAW_BLOCK, block_weights
-from rl.generation.static_decode import StaticDecoder
 
 
 @pytest.fixture
@@ -53,12 +51,6 @@ def test_the_op_traces_for_torch_compile(device: str) -> None:
 
 def test_the_static_decoder_samples_the_same_tokens_with_them(device: str) -> None:
     model = text_model("qwen3_5").to(device)
-    ids = torch.randint(4, 40, (4, 9), generator=torch.Generator().manual_seed(1))
-    args = dict(max_new_tokens=10, temperature=1.0, eos_token_id=EOS, pad_token_id=PAD, seeds=row_seeds(7, 4),
-                prompt_lengths=torch.tensor([9, 3, 6, 1]))
-    want = StaticDecoder(copy.deepcopy(model), use_graphs=False, counter_rng=True).generate(ids, **args)
-    fused = StaticDecoder(model, use_graphs=False, counter_rng=True, fused_stats=True)
-    assert fused.fused_stats
-    got = fused.generate(ids, **args)
+    want, got = static_sample(copy.deepcopy(model)), static_sample(model, fused_stats=True)
     assert torch.equal(got.input_ids, want.input_ids)
     assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
