@@ -11,6 +11,8 @@
 #   VARIANTS  bench/bench_generation.py's (default ours_graphs,hf_static); one whose warm-up raised
 #             is left out of its timed run (one the warm-up's time limit cut is kept)
 #   CALL_S    the seconds the call may run (default 590); KERNELS=1 also times bench/decode_kernels.py
+#   PROFILE   a shape (full:64) whose timed run also writes ours_graphs' kernel table to
+#             $OUT/generation_dense_1b_<layers>_batch<batch>_graphs_<date>.txt
 #
 # Rows: $OUT/gpu_smoke.jsonl, $OUT/generation.jsonl (and decode_kernels.jsonl), stamped as
 # bench/gpu.sh stamps them; $OUT/timeline.log says when each part ended. A red smoke stops the call.
@@ -54,7 +56,10 @@ for shape in ${SHAPES//,/ }; do
   timed=$(for v in ${VARIANTS//,/ }; do
     grep -q "^$shape {\"warm\": \"$v\"," /tmp/gpu-generation/warm_failed 2>/dev/null || echo "$v"; done | paste -sd,)
   [ -n "$timed" ] && [ "$(left)" -gt 60 ] || { mark "skipped $shape"; continue; }
-  timeout $(( $(left) - 5 )) "${GEN[@]}" --layers "${shape%%:*}" --batch "${shape##*:}" --repeats 3 --variants "$timed" 2>&1 \
+  prof=(); [ "$shape" = "${PROFILE:-none}" ] && \
+    prof=(--profile "$RESULTS/generation_dense_1b_${shape%%:*}_batch${shape##*:}_graphs_$(date +%F).txt")
+  timeout $(( $(left) - 5 )) "${GEN[@]}" --layers "${shape%%:*}" --batch "${shape##*:}" --repeats 3 --variants "$timed" \
+    "${prof[@]}" 2>&1 \
     | record generation "GEN_VARIANTS=$timed bash bench/gpu.sh generation-shapes ${shape%%:*} ${shape##*:}" > /dev/null
   mark "timed $shape ($timed)"
 done
