@@ -19,6 +19,8 @@ the hf_* variants always are). Variants:
                live keys; sdpa where Triton is missing, which the `decode_kernel` field says), the
                gated-delta-net layers' one-token step (rl.generation.gdn_decode: one input product,
                the delta rule as one Triton kernel on the cache's state; the `gdn_step` field), the
+               full-attention layers' norms, rotary and cache write as one kernel with the output
+               gate in the attention's merge (rl.generation.attention_step), the
                logit statistics from one Triton pass (`fused_stats`) and the draw's counter
                generator as one kernel (`fused_draw`): what the generation worker runs on CUDA
   ours_graphs_hf_gdn  the same with transformers' gated-delta-net forward in the decode step
@@ -27,6 +29,10 @@ the hf_* variants always are). Variants:
   ours_graphs_torch_stats  ours_graphs with the step's logit statistics (log-sum-exp, row max, the
                draw's block weights) as compiled torch arithmetic, where ours_graphs reads them from
                one Triton pass (rl.generation.logit_stats)
+  ours_graphs_attention_torch  ours_graphs with transformers' norms, rotary, cache writes and output
+               gate around the attention in the decode step (compiled by inductor into ~7 kernels
+               a layer), where ours_graphs runs rl.generation.attention_step's one kernel and gates
+               in the attention's merge
   ours_graphs_draw_kernel  ours_graphs with the draw's second level as one Triton kernel
                (rl.generation.draw_kernel), not yet the worker's
   ours_graphs_autotune  ours_graphs with the step compiled in "max-autotune-no-cudagraphs" mode
@@ -67,7 +73,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 OURS_GRAPHS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_draw_kernel", "ours_graphs_torch_stats",
-               "ours_graphs_conv_torch")  # ours_graphs and its one-part variants
+               "ours_graphs_conv_torch", "ours_graphs_attention_torch")  # ours_graphs and its one-part variants
 VARIANTS = (*OURS_GRAPHS, "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager",
             "hf_static", "hf_dynamic")
 # the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
@@ -196,6 +202,7 @@ def main() -> None:
     import copy
 
     from rl.generation import generate, row_seeds
+    from rl.generation.attention_step import use_attention_step
     from rl.generation.decode_attention import use_grouped_decode_attention
     from rl.generation.flash_decode import triton
     from rl.generation.fused_projections import fuse_projections
@@ -233,6 +240,14 @@ def main() -> None:
         fuse_projections(conv_model)
         use_gdn_decode(conv_model, conv_kernel=False)
         graphs_conv_torch = StaticDecoder(conv_model, use_graphs=True, fused_draw=True, fused_stats=True)
+    graphs_attention_torch = None
+    if "ours_graphs_attention_torch" in args.variants:
+        attention_torch_model = copy.deepcopy(unfused)
+        fuse_projections(attention_torch_model)
+        use_gdn_decode(attention_torch_model)
+        graphs_attention_torch = StaticDecoder(attention_torch_model, use_graphs=True, fused_draw=True,
+                                               fused_stats=True)
+    use_attention_step(our_model)
     gdn_step = "triton" if use_gdn_decode(our_model) and triton_runs(prompt) else "-"
     graphs = StaticDecoder(our_model, use_graphs=True, fused_draw=True, fused_stats=True)
     static = StaticDecoder(our_model, use_graphs=False)
@@ -256,6 +271,7 @@ def main() -> None:
         "ours_graphs_torch_stats": lambda: torch_stats.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_draw_kernel": lambda: draw_kernel.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_conv_torch": lambda: graphs_conv_torch.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_attention_torch": lambda: graphs_attention_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_hf_gdn": lambda: graphs_hf_gdn.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_sdpa": lambda: graphs_sdpa.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_unfused": lambda: graphs_unfused.generate(prompt, seeds=seeds, **ours),
@@ -266,7 +282,7 @@ def main() -> None:
     }
     decoders = {"ours_graphs": graphs, "ours_graphs_autotune": autotuned, "ours_graphs_torch_stats": torch_stats,
                 "ours_graphs_draw_kernel": draw_kernel,
-                "ours_graphs_conv_torch": graphs_conv_torch,
+                "ours_graphs_conv_torch": graphs_conv_torch, "ours_graphs_attention_torch": graphs_attention_torch,
                 "ours_graphs_hf_gdn": graphs_hf_gdn, "ours_graphs_sdpa": graphs_sdpa,
                 "ours_graphs_unfused": graphs_unfused, "ours_static": static}
     params = sum(t.numel() for t in model.parameters())

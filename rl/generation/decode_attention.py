@@ -27,7 +27,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from rl.generation.flash_decode import default_scale, flash_decode
 from rl.generation.triton_runs import triton_runs
 
-__all__ = ["FLASH_DECODE", "GROUPED_DECODE", "flash_decode_attention", "grouped_decode_attention",
+__all__ = ["FLASH_DECODE", "GROUPED_DECODE", "flash_decode_attention", "flash_fits", "grouped_decode_attention",
            "use_grouped_decode_attention"]
 
 GROUPED_DECODE = "rl_grouped_decode"  # grouped heads, sdpa's kernel
@@ -52,14 +52,15 @@ def grouped_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: 
     return out.reshape(batch, heads, 1, value.shape[-1]).transpose(1, 2).contiguous(), None
 
 
-def _flash_fits(query: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float, kwargs: dict) -> bool:
-    """What `flash_decode` computes: one query token, a boolean mask shared by the heads (or none),
-    a power-of-two head size, no dropout, bias, softcap or sinks."""
-    dim = query.shape[-1]
-    return (query.shape[2] == 1 and dropout == 0.0 and dim >= 16 and dim & (dim - 1) == 0
+def flash_fits(tensor: torch.Tensor, q_length: int, dim: int, attention_mask: torch.Tensor | None, dropout: float,
+               kwargs: dict) -> bool:
+    """What `flash_decode` computes: one query token (`q_length`), a boolean mask shared by the
+    heads (or none), a power-of-two head size `dim`, no dropout, bias, softcap or sinks, on a
+    device where Triton runs (`tensor`'s)."""
+    return (q_length == 1 and dropout == 0.0 and dim >= 16 and dim & (dim - 1) == 0
             and (attention_mask is None or (attention_mask.dtype == torch.bool and attention_mask.shape[1] == 1))
             and all(kwargs.get(k) is None for k in ("position_bias", "softcap", "s_aux"))
-            and triton_runs(query))
+            and triton_runs(tensor))
 
 
 def flash_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -67,7 +68,7 @@ def flash_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: to
                            **kwargs) -> tuple[torch.Tensor, None]:
     """`grouped_decode_attention`, with the one-token step through `rl.generation.flash_decode`
     where it runs; anything else (the prompt, no Triton, a CPU) as `grouped_decode_attention`."""
-    if not _flash_fits(query, attention_mask, dropout, kwargs):
+    if not flash_fits(query, query.shape[2], query.shape[-1], attention_mask, dropout, kwargs):
         return grouped_decode_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                         **kwargs)
     return flash_decode(query, key, value, attention_mask, default_scale(query, scaling)), None

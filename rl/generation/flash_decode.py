@@ -126,9 +126,10 @@ if triton is not None:
         tl.store(LsePart + row, lse, mask=g < G)
 
     @triton.jit
-    def _merge_kernel(OutPart, LsePart, Out, splits, kv_heads, sob, soh,
-                      G: tl.constexpr, BLOCK_S: tl.constexpr, D: tl.constexpr):
-        """Program (row b x query head): the splits' outputs weighted by exp(lse - max lse)."""
+    def _merge_kernel(OutPart, LsePart, Out, Gate, splits, kv_heads, sob, soh, sgb, sgh, sgd,
+                      G: tl.constexpr, BLOCK_S: tl.constexpr, D: tl.constexpr, HAS_GATE: tl.constexpr):
+        """Program (row b x query head): the splits' outputs weighted by exp(lse - max lse), times
+        sigmoid(gate) with HAS_GATE."""
         bq = tl.program_id(0)
         b = bq // (kv_heads * G)
         hq = bq % (kv_heads * G)
@@ -143,26 +144,30 @@ if triton is not None:
         part = tl.load(OutPart + row[:, None] * D + d[None, :], mask=(s < splits)[:, None], other=0.0)
         total = tl.sum(w, axis=0)
         out = tl.sum(w[:, None] * part, axis=0) / tl.where(total > 0, total, 1.0)
+        if HAS_GATE:
+            out = out * tl.sigmoid(tl.load(Gate + b * sgb + hq * sgh + d * sgd).to(tl.float32))
         tl.store(Out + b * sob + hq * soh + d, out.to(Out.dtype.element_ty))
 
 
 @torch.library.custom_op("rl::flash_decode", mutates_args=())
 def flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                 scale: float) -> torch.Tensor:
+                 scale: float, gate: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of one query token per row over a cache, a torch op (opaque to `torch.compile`).
 
     Args:
         query: [B, Hq, 1, D]; query head i belongs to key/value head i // (Hq // Hkv).
         key, value: [B, Hkv, L, D], D a power of two (64, 128, 256).
         mask: bool, [B, 1, 1, >= L] (sdpa's: True attends) or None (every key live).
+        gate: [B, Hq, D] (any strides) or None: the output times sigmoid(gate), in fp32 before the
+            output's rounding (Qwen3.5's gated attention, `rl.generation.attention_step`).
     Returns:
         [B, 1, Hq, D] in the query's dtype (HF's attention-function layout).
     """
-    return launch_flash_decode(query, key, value, mask, scale, LAUNCH)
+    return launch_flash_decode(query, key, value, mask, scale, LAUNCH, gate)
 
 
 def launch_flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                        scale: float, launch: Launch) -> torch.Tensor:
+                        scale: float, launch: Launch, gate: torch.Tensor | None = None) -> torch.Tensor:
     """`flash_decode` launched as `launch` says."""
     B, Hq, _, D = query.shape
     Hkv, L = key.shape[1], key.shape[2]
@@ -183,13 +188,15 @@ def launch_flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
         G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), BLOCK_N=launch.block_n, BLOCKS=per_split, D=D,
         HAS_MASK=mask is not None, PRECISION=precision, UPCAST=upcast, SKIP_DEAD=launch.skip_dead,
         num_warps=launch.split_warps)
-    _merge_kernel[(B * Hq,)](part, lse, out, splits, Hkv, out.stride(0), out.stride(2),
-                             G=G, BLOCK_S=max(2, triton.next_power_of_2(splits)), D=D, num_warps=launch.merge_warps)
+    gate, gate_strides = (gate, gate.stride()) if gate is not None else (out, (0, 0, 0))  # out: an unread placeholder
+    _merge_kernel[(B * Hq,)](part, lse, out, gate, splits, Hkv, out.stride(0), out.stride(2), *gate_strides,
+                             G=G, BLOCK_S=max(2, triton.next_power_of_2(splits)), D=D, HAS_GATE=gate is not out,
+                             num_warps=launch.merge_warps)
     return out
 
 
 @flash_decode.register_fake
-def _(query, key, value, mask, scale):
+def _(query, key, value, mask, scale, gate=None):
     B, Hq, _, D = query.shape
     return query.new_empty(B, 1, Hq, D)
 

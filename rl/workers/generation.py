@@ -26,6 +26,7 @@ import torch
 from rl.cluster.ports import free_port
 from rl.config import ModelConfig
 from rl.generation import generate
+from rl.generation.attention_step import use_attention_step
 from rl.generation.decode_attention import use_grouped_decode_attention
 from rl.generation.fused_projections import fuse_projections
 from rl.generation.gdn_decode import use_gdn_decode
@@ -70,6 +71,7 @@ class GenerationWorker(WorkerBase):
         if self.device == "cuda":
             use_grouped_decode_attention(self.model, flash=True)
             fuse_projections(self.model)
+            use_attention_step(self.model)
             use_gdn_decode(self.model)
         if self.decode != "eager":
             self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs", max_slots=self.decode_slots,
