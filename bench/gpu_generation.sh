@@ -32,7 +32,7 @@ GEN=(python3 bench/bench_generation.py --model dense_1b --prompt 128 --new 256)
 (SMOKE_TIMEOUT_S=480 bash bench/gpu_smoke.sh > /tmp/gpu-generation/smoke.log 2>&1; echo $? > /tmp/gpu-generation/smoke_rc) &
 smoke=$!
 ( timeout 200 python3 -m pytest -q -p no:cacheprovider tests/rl/test_flash_decode.py tests/rl/test_decode_attention.py \
-    tests/rl/test_gdn_decode.py tests/rl/test_logit_stats.py tests/rl/test_draw_kernel.py > "$RESULTS/kernel_tests.log" 2>&1
+    tests/rl/test_gdn_decode.py tests/rl/test_logit_stats.py tests/rl/test_draw_kernel.py tests/rl/test_attention_step.py > "$RESULTS/kernel_tests.log" 2>&1
   mark "kernel tests: exit $?"
   if [ -n "${KERNELS:-}" ]; then timeout 240 python3 bench/decode_kernels.py --warm > /dev/null 2>&1; mark "kernels warm: exit $?"; fi
 ) &
