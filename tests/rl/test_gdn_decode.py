@@ -129,11 +129,16 @@ def _hybrid(family: str = "qwen3_5") -> torch.nn.Module:
     return m
 
 
-def _sample(model, compiled: bool = False):
+def _sample(model, compiled: list | None = None):
+    """`compiled`: the decode step through dynamo (fullgraph), the traced graphs' call targets appended."""
     ids = torch.randint(4, 40, (4, 9), generator=torch.Generator().manual_seed(1))
     decoder = StaticDecoder(model, use_graphs=False)
-    if compiled:
-        decoder.decode_model = torch.compile(model, dynamic=False, fullgraph=True, backend="eager")
+    if compiled is not None:
+        def backend(graph: torch.fx.GraphModule, inputs):  # dynamo's "eager", recording the graph's calls
+            compiled.extend(node.target for node in graph.graph.nodes)
+            return graph.forward
+
+        decoder.decode_step = torch.compile(decoder._step, dynamic=False, fullgraph=True, backend=backend)
     return decoder.generate(ids, max_new_tokens=10, temperature=1.0, eos_token_id=EOS, pad_token_id=PAD,
                             seeds=row_seeds(7, 4), prompt_lengths=torch.tensor([9, 3, 6, 1]))
 
@@ -158,7 +163,9 @@ def test_the_step_traces_as_one_graph() -> None:
     want = _sample(model)
     stepped = copy.deepcopy(model)
     use_gdn_decode(stepped, conv_kernel=True)
-    got = _sample(stepped, compiled=True)
+    targets = []
+    got = _sample(stepped, compiled=targets)
+    assert torch.ops.rl.gdn_decode_step.default in targets and torch.ops.rl.gdn_conv_step.default in targets
     assert torch.equal(got.input_ids, want.input_ids)
     assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
 
