@@ -22,7 +22,8 @@ the hf_* variants always are). Variants:
                full-attention layers' norms, rotary and cache write as one kernel with the output
                gate in the attention's merge (rl.generation.attention_step), the
                logit statistics from one Triton pass (`fused_stats`) and the draw's counter
-               generator as one kernel (`fused_draw`): what the generation worker runs on CUDA
+               generator as one kernel (`fused_draw`), the output projection writing the logits
+               into the decoder's buffer (`direct_head`): what the generation worker runs on CUDA
   ours_graphs_hf_gdn  the same with transformers' gated-delta-net forward in the decode step
   ours_graphs_conv_torch  ours_graphs with the gated-delta-net conv window in torch arithmetic
                (`use_gdn_decode(conv_kernel=False)`: three inductor kernels where ours_graphs has one)
@@ -33,6 +34,9 @@ the hf_* variants always are). Variants:
                gate around the attention in the decode step (compiled by inductor into ~7 kernels
                a layer), where ours_graphs runs rl.generation.attention_step's one kernel and gates
                in the attention's merge
+  ours_graphs_head_copy  ours_graphs with the step's logits from the compiled model's own output
+               projection, copied into the decoder's buffer (`StaticDecoder(direct_head=False)`),
+               where ours_graphs writes them there in the product
   ours_graphs_draw_kernel  ours_graphs with the draw's second level as one Triton kernel
                (rl.generation.draw_kernel), not yet the worker's
   ours_graphs_autotune  ours_graphs with the step compiled in "max-autotune-no-cudagraphs" mode
@@ -72,8 +76,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+# ours_graphs and its one-part variants
 OURS_GRAPHS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_draw_kernel", "ours_graphs_torch_stats",
-               "ours_graphs_conv_torch", "ours_graphs_attention_torch")  # ours_graphs and its one-part variants
+               "ours_graphs_conv_torch", "ours_graphs_attention_torch", "ours_graphs_head_copy")
 VARIANTS = (*OURS_GRAPHS, "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager",
             "hf_static", "hf_dynamic")
 # the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
@@ -255,6 +260,7 @@ def main() -> None:
                               compile_mode="max-autotune-no-cudagraphs")
     torch_stats = StaticDecoder(our_model, use_graphs=True, fused_draw=True)
     draw_kernel = StaticDecoder(our_model, use_graphs=True, fused_draw=True, fused_stats=True, draw_kernel=True)
+    head_copy = StaticDecoder(our_model, use_graphs=True, fused_draw=True, fused_stats=True, direct_head=False)
     graphs_unfused = (StaticDecoder(unfused, use_graphs=True, fused_draw=True, fused_stats=True)
                       if "ours_graphs_unfused" in args.variants else None)
     graphs_sdpa = None
@@ -270,6 +276,7 @@ def main() -> None:
         "ours_graphs_autotune": lambda: autotuned.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_torch_stats": lambda: torch_stats.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_draw_kernel": lambda: draw_kernel.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_head_copy": lambda: head_copy.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_conv_torch": lambda: graphs_conv_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_attention_torch": lambda: graphs_attention_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_hf_gdn": lambda: graphs_hf_gdn.generate(prompt, seeds=seeds, **ours),
@@ -281,7 +288,7 @@ def main() -> None:
         "hf_dynamic": lambda: model.generate(prompt, **hf),
     }
     decoders = {"ours_graphs": graphs, "ours_graphs_autotune": autotuned, "ours_graphs_torch_stats": torch_stats,
-                "ours_graphs_draw_kernel": draw_kernel,
+                "ours_graphs_draw_kernel": draw_kernel, "ours_graphs_head_copy": head_copy,
                 "ours_graphs_conv_torch": graphs_conv_torch, "ours_graphs_attention_torch": graphs_attention_torch,
                 "ours_graphs_hf_gdn": graphs_hf_gdn, "ours_graphs_sdpa": graphs_sdpa,
                 "ours_graphs_unfused": graphs_unfused, "ours_static": static}

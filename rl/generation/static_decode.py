@@ -73,6 +73,10 @@ from rl.models.image_inputs import image_forward_kwargs
 from rl.models.logprobs import gather_logprobs
 
 SYNC_EVERY = 8  # tokens between host checks for "every row has ended"
+# the model classes whose logits are their base model's last hidden state times the output
+# projection's weight, nothing else (transformers' `forward`): the decode step can write them itself
+DIRECT_HEAD_CLASSES = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3_5ForConditionalGeneration",
+                       "Qwen3_5MoeForConditionalGeneration")
 MAX_SLOTS = 4  # captured shapes kept per decoder (each holds a cache and a graph): generation.decode_slots' default
 
 
@@ -132,7 +136,7 @@ class StaticDecoder:
 
     def __init__(self, model: PreTrainedModel, *, use_graphs: bool, counter_rng: bool | None = None,
                  max_slots: int = MAX_SLOTS, fused_draw: bool = False, compile_mode: str | None = None,
-                 fused_stats: bool = False, draw_kernel: bool = False) -> None:
+                 fused_stats: bool = False, draw_kernel: bool = False, direct_head: bool | None = None) -> None:
         """`max_slots`: call shapes kept captured, each with its cache (`generation.decode_slots`).
         `fused_draw`: with graphs, the counter generator's hash as one compiled kernel
         (`fused_counter_uniforms`, the same bits) instead of ~100 small ones (the generation worker's).
@@ -144,7 +148,12 @@ class StaticDecoder:
         measures the compiled torch arithmetic beside it).
         `draw_kernel`: the counter draw's second level as one Triton kernel
         (`rl.generation.draw_kernel`) where Triton runs (bench/bench_generation.py
-        `ours_graphs_draw_kernel` measures it; not yet the worker's)."""
+        `ours_graphs_draw_kernel` measures it; not yet the worker's).
+        `direct_head`: the decode step's output projection writes the logits into the slot's buffer
+        (`torch.mm(..., out=)`), where the compiled step's product wrote a buffer of its own that was
+        then copied (a [B, V] copy a token: 9.6 us at batch 64, 36 us at 256 on dense_1b, one H200).
+        None: with graphs, for `DIRECT_HEAD_CLASSES` without an output bias (bench/bench_generation.py
+        `ours_graphs_head_copy` measures the copy beside it); True: always (a CPU test)."""
         if max_slots < 1:
             raise ValueError(f"max_slots must be >= 1, got {max_slots}")
         self.model = model
@@ -158,6 +167,13 @@ class StaticDecoder:
         self.counter = use_counter_rng(self.device, counter_rng)  # the graphs' draw on a GPU; a CPU test sets it
         self.cache_kw = _cache_kwarg(model)
         self.decode_step = torch.compile(self._step, dynamic=False, mode=compile_mode) if use_graphs else self._step
+        head = model.get_output_embeddings()
+        fits = type(model).__name__ in DIRECT_HEAD_CLASSES and getattr(head, "bias", None) is None
+        if direct_head and not fits:
+            raise ValueError(f"direct_head: {type(model).__name__}'s logits are not its hidden state times a weight")
+        self.direct_head = fits and (use_graphs if direct_head is None else direct_head)
+        self.decode_body = torch.compile(self._body, dynamic=False, mode=compile_mode) if use_graphs else self._body
+        self.decode_stats = torch.compile(self._stats, dynamic=False) if use_graphs else self._stats
         self.uniforms = fused_counter_uniforms if use_graphs and fused_draw else counter_uniforms
         self.banned = banned_ids(model, self.device)
         self.fused_stats = fused_stats and triton_runs(next(model.parameters()))
@@ -234,12 +250,24 @@ class StaticDecoder:
         out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask, use_cache=True,
                          logits_to_keep=1, **{self.cache_kw: cache}, **images)
         logits = out.logits[:, -1]
-        return (logits, *next_token_stats(logits, temperature, self.banned, self._block_draw(temperature),
-                                          self.fused_stats))
+        return (logits, *self._stats(logits, temperature))
+
+    def _body(self, cache: StaticCache, input_ids: torch.Tensor, position_ids: torch.Tensor,
+              attention_mask: torch.Tensor) -> torch.Tensor:
+        """The base model on the fed token (`direct_head`'s step): its last hidden state [B, H]."""
+        out = self.model.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                               use_cache=True, **{self.cache_kw: cache})
+        return out.last_hidden_state[:, -1]
+
+    def _stats(self, logits: torch.Tensor, temperature: float) -> tuple[torch.Tensor | None, ...]:
+        return next_token_stats(logits, temperature, self.banned, self._block_draw(temperature), self.fused_stats)
 
     def _store(self, slot: _Slot, step: tuple[torch.Tensor, ...]) -> None:
-        logits, lse, m, blocks = step
-        slot.logits.copy_(logits)
+        slot.logits.copy_(step[0])
+        self._store_stats(slot, step[1:])
+
+    def _store_stats(self, slot: _Slot, stats: tuple[torch.Tensor | None, ...]) -> None:
+        lse, m, blocks = stats
         slot.lse.copy_(lse)
         if m is not None:
             slot.draw_max.copy_(m)
@@ -262,7 +290,12 @@ class StaticDecoder:
         slot.done.logical_or_(tok == eos)
         slot.step.add_(1)
         slot.tok_in.copy_(tok.unsqueeze(1))
-        self._store(slot, self.decode_step(slot.cache, slot.tok_in, slot.position, slot.mask, temperature))
+        if self.direct_head:
+            hidden = self.decode_body(slot.cache, slot.tok_in, slot.position, slot.mask)
+            torch.mm(hidden, self.model.get_output_embeddings().weight.t(), out=slot.logits)
+            self._store_stats(slot, self.decode_stats(slot.logits, temperature))
+        else:
+            self._store(slot, self.decode_step(slot.cache, slot.tok_in, slot.position, slot.mask, temperature))
         slot.position.add_(1)
 
     def _prefill(self, slot: _Slot, prompt: LeftPadded, images: dict[str, torch.Tensor], *, seeds: torch.Tensor,

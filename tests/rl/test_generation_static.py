@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from decode_models import static_sample, vision_model
 
 from rl.config import ModelConfig
 from rl.generation import generate, row_seeds
@@ -111,3 +112,25 @@ def test_phase_seconds_split_a_call_into_its_prompt_and_its_decode_steps() -> No
     wall = time.perf_counter() - t0
     prompt, steps = decoder.phase_seconds()
     assert 0 < prompt and 0 < steps and prompt + steps <= wall
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_5_moe", "vision"])
+def test_the_direct_head_samples_what_the_model_s_own_logits_sample(family: str) -> None:
+    """The step's logits written by `torch.mm(..., out=)` from the base model's hidden state are the
+    model's own: same tokens, log-probs to the product's rounding, greedy as well as sampled."""
+    m = vision_model()[0] if family == "vision" else model(family)
+    want, got = static_sample(m, direct_head=False), static_sample(m, direct_head=True)
+    assert torch.equal(got.input_ids, want.input_ids) and torch.equal(got.attention_mask, want.attention_mask)
+    assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
+    greedy = dict(ARGS, temperature=0.0)
+    direct = StaticDecoder(m, use_graphs=False, direct_head=True).generate(prompts(), seeds=row_seeds(3, 6), **greedy)
+    own = StaticDecoder(m, use_graphs=False).generate(prompts(), seeds=row_seeds(3, 6), **greedy)
+    assert torch.equal(direct.input_ids, own.input_ids)
+
+
+def test_the_direct_head_is_refused_where_the_logits_are_more_than_a_product() -> None:
+    m = model("qwen3_5")
+    assert not StaticDecoder(m, use_graphs=False).direct_head  # without graphs: only when asked
+    m.lm_head.bias = torch.nn.Parameter(torch.zeros(VOCAB))
+    with pytest.raises(ValueError, match="direct_head"):
+        StaticDecoder(m, use_graphs=False, direct_head=True)
