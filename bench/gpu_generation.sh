@@ -10,6 +10,7 @@
 #             hybrid:64,full:64)
 #   VARIANTS  bench/bench_generation.py's (default ours_graphs,hf_static); one whose warm-up raised
 #             is left out of its timed run (one the warm-up's time limit cut is kept)
+#   AB        more variants timed at the first shape only (a one-part A/B beside VARIANTS there)
 #   CALL_S    the seconds the call may run (default 590); KERNELS=1 also times bench/decode_kernels.py
 #   PROFILE   a shape (full:64) whose timed run also writes ours_graphs' kernel table to
 #             $OUT/generation_dense_1b_<layers>_batch<batch>_graphs_<date>.txt
@@ -37,8 +38,10 @@ smoke=$!
   if [ -n "${KERNELS:-}" ]; then timeout 240 python3 bench/decode_kernels.py --warm > /dev/null 2>&1; mark "kernels warm: exit $?"; fi
 ) &
 tests=$!
+FIRST=${SHAPES%%,*}
+variants_of() { if [ "$1" = "$FIRST" ] && [ -n "${AB:-}" ]; then echo "$VARIANTS,$AB"; else echo "$VARIANTS"; fi; }
 ( for shape in ${SHAPES//,/ }; do
-    timeout 300 "${GEN[@]}" --layers "${shape%%:*}" --batch "${shape##*:}" --variants "$VARIANTS" --warm 2>&1 \
+    timeout 300 "${GEN[@]}" --layers "${shape%%:*}" --batch "${shape##*:}" --variants "$(variants_of "$shape")" --warm 2>&1 \
       | grep '"ok": false' | sed "s/^/$shape /" >> /tmp/gpu-generation/warm_failed
     mark "warm $shape"
   done ) &
@@ -53,7 +56,8 @@ wait $tests $warm
 
 record() { grep --line-buffered -v Warning | python3 bench/record.py --out "$RESULTS/$1.jsonl" --command "$2"; }
 for shape in ${SHAPES//,/ }; do
-  timed=$(for v in ${VARIANTS//,/ }; do
+  all=$(variants_of "$shape")
+  timed=$(for v in ${all//,/ }; do
     grep -q "^$shape {\"warm\": \"$v\"," /tmp/gpu-generation/warm_failed 2>/dev/null || echo "$v"; done | paste -sd,)
   [ -n "$timed" ] && [ "$(left)" -gt 60 ] || { mark "skipped $shape"; continue; }
   prof=(); [ "$shape" = "${PROFILE:-none}" ] && \
