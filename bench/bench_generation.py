@@ -22,8 +22,7 @@ the hf_* variants always are). Variants:
                full-attention layers' norms, rotary and cache write as one kernel with the output
                gate in the attention's merge (rl.generation.attention_step), the
                logit statistics from one Triton pass (`fused_stats`) and the draw's counter
-               generator as one kernel (`fused_draw`) and its second level as one more
-               (`draw_kernel`), the output projection writing the logits
+               generator as one kernel (`fused_draw`), the output projection writing the logits
                into the decoder's buffer (`direct_head`): what the generation worker runs on CUDA
   ours_graphs_hf_gdn  the same with transformers' gated-delta-net forward in the decode step
   ours_graphs_conv_torch  ours_graphs with the gated-delta-net conv window in torch arithmetic
@@ -38,8 +37,9 @@ the hf_* variants always are). Variants:
   ours_graphs_head_copy  ours_graphs with the step's logits from the compiled model's own output
                projection, copied into the decoder's buffer (`StaticDecoder(direct_head=False)`),
                where ours_graphs writes them there in the product
-  ours_graphs_draw_torch  ours_graphs with the draw's second level in torch (~8 small kernels),
-               where ours_graphs runs it as one Triton kernel (rl.generation.draw_kernel)
+  ours_graphs_draw_kernel  ours_graphs with the draw's second level as one Triton kernel
+               (rl.generation.draw_kernel) where ours_graphs runs ~8 small torch kernels; not yet
+               the worker's
   ours_graphs_autotune  ours_graphs with the step compiled in "max-autotune-no-cudagraphs" mode
                (inductor times its own matrix products against cuBLAS's for each shape; minutes
                of compilation on its first call)
@@ -78,7 +78,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 # ours_graphs and its one-part variants
-OURS_GRAPHS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_draw_torch", "ours_graphs_torch_stats",
+OURS_GRAPHS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_draw_kernel", "ours_graphs_torch_stats",
                "ours_graphs_conv_torch", "ours_graphs_attention_torch", "ours_graphs_head_copy")
 VARIANTS = (*OURS_GRAPHS, "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager",
             "hf_static", "hf_dynamic")
@@ -229,7 +229,7 @@ def main() -> None:
     ours = dict(max_new_tokens=args.new, temperature=1.0, eos_token_id=-1, pad_token_id=0, **images)
     hf = dict(attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=args.new,
               eos_token_id=None, pad_token_id=0, **hf_image_kwargs(model, prompt, images))
-    worker = dict(use_graphs=True, fused_draw=True, fused_stats=True, draw_kernel=True)  # the generation worker's
+    worker = dict(use_graphs=True, fused_draw=True, fused_stats=True)  # the generation worker's
     unfused = model
     if args.attention == "grouped":
         unfused = copy.deepcopy(model)
@@ -260,7 +260,7 @@ def main() -> None:
     autotuned = StaticDecoder(our_model, **worker,
                               compile_mode="max-autotune-no-cudagraphs")
     torch_stats = StaticDecoder(our_model, **dict(worker, fused_stats=False))
-    draw_torch = StaticDecoder(our_model, **dict(worker, draw_kernel=False))
+    draw_kernel = StaticDecoder(our_model, **worker, draw_kernel=True)
     head_copy = StaticDecoder(our_model, **worker, direct_head=False)
     graphs_unfused = (StaticDecoder(unfused, **worker)
                       if "ours_graphs_unfused" in args.variants else None)
@@ -276,7 +276,7 @@ def main() -> None:
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_autotune": lambda: autotuned.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_torch_stats": lambda: torch_stats.generate(prompt, seeds=seeds, **ours),
-        "ours_graphs_draw_torch": lambda: draw_torch.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_draw_kernel": lambda: draw_kernel.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_head_copy": lambda: head_copy.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_conv_torch": lambda: graphs_conv_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_attention_torch": lambda: graphs_attention_torch.generate(prompt, seeds=seeds, **ours),
@@ -289,7 +289,7 @@ def main() -> None:
         "hf_dynamic": lambda: model.generate(prompt, **hf),
     }
     decoders = {"ours_graphs": graphs, "ours_graphs_autotune": autotuned, "ours_graphs_torch_stats": torch_stats,
-                "ours_graphs_draw_torch": draw_torch, "ours_graphs_head_copy": head_copy,
+                "ours_graphs_draw_kernel": draw_kernel, "ours_graphs_head_copy": head_copy,
                 "ours_graphs_conv_torch": graphs_conv_torch, "ours_graphs_attention_torch": graphs_attention_torch,
                 "ours_graphs_hf_gdn": graphs_hf_gdn, "ours_graphs_sdpa": graphs_sdpa,
                 "ours_graphs_unfused": graphs_unfused, "ours_static": static}

@@ -75,7 +75,7 @@ class GenerationWorker(WorkerBase):
             use_gdn_decode(self.model)
         if self.decode != "eager":
             self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs", max_slots=self.decode_slots,
-                                         fused_draw=True, fused_stats=True, draw_kernel=True)
+                                         fused_draw=True, fused_stats=True)
         self.version = 0
 
     @torch.no_grad()
