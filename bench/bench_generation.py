@@ -37,6 +37,11 @@ the hf_* variants always are). Variants:
   ours_graphs_head_copy  ours_graphs with the step's logits from the compiled model's own output
                projection, copied into the decoder's buffer (`StaticDecoder(direct_head=False)`),
                where ours_graphs writes them there in the product
+  ours_graphs_batch_launch  ours_graphs with the split-K attention launched as
+               rl.generation.flash_decode.launch_for says for the batch (`launch_by_batch`: at up
+               to 2 (row, key/value head) programs an SM, one block a split and dead blocks branched
+               over), not yet the worker's
+  ours_graphs_candidates  ours_graphs with both candidates above and the draw kernel below
   ours_graphs_draw_kernel  ours_graphs with the draw's second level as one Triton kernel
                (rl.generation.draw_kernel) where ours_graphs runs ~8 small torch kernels; not yet
                the worker's
@@ -79,7 +84,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 # ours_graphs and its one-part variants
 OURS_GRAPHS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_draw_kernel", "ours_graphs_torch_stats",
-               "ours_graphs_conv_torch", "ours_graphs_attention_torch", "ours_graphs_head_copy")
+               "ours_graphs_conv_torch", "ours_graphs_attention_torch", "ours_graphs_head_copy",
+               "ours_graphs_batch_launch", "ours_graphs_candidates")
 VARIANTS = (*OURS_GRAPHS, "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager",
             "hf_static", "hf_dynamic")
 # the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
@@ -209,7 +215,7 @@ def main() -> None:
 
     from rl.generation import generate, row_seeds
     from rl.generation.attention_step import use_attention_step
-    from rl.generation.decode_attention import use_grouped_decode_attention
+    from rl.generation.decode_attention import launch_by_batch, use_grouped_decode_attention
     from rl.generation.flash_decode import triton
     from rl.generation.fused_projections import fuse_projections
     from rl.generation.gdn_decode import use_gdn_decode
@@ -240,11 +246,13 @@ def main() -> None:
     if "ours_graphs_hf_gdn" in args.variants:
         hf_gdn_model = copy.deepcopy(unfused)
         fuse_projections(hf_gdn_model)
+        use_attention_step(hf_gdn_model)
         graphs_hf_gdn = StaticDecoder(hf_gdn_model, **worker)
     graphs_conv_torch = None
     if "ours_graphs_conv_torch" in args.variants:
         conv_model = copy.deepcopy(unfused)
         fuse_projections(conv_model)
+        use_attention_step(conv_model)
         use_gdn_decode(conv_model, conv_kernel=False)
         graphs_conv_torch = StaticDecoder(conv_model, **worker)
     graphs_attention_torch = None
@@ -254,6 +262,15 @@ def main() -> None:
         use_gdn_decode(attention_torch_model)
         graphs_attention_torch = StaticDecoder(attention_torch_model, **worker)
     use_attention_step(our_model)
+    batch_launch, candidates = None, None
+    if {"ours_graphs_batch_launch", "ours_graphs_candidates"} & set(args.variants.split(",")):
+        launch_model = copy.deepcopy(unfused)
+        fuse_projections(launch_model)
+        use_attention_step(launch_model)
+        use_gdn_decode(launch_model)
+        launch_by_batch(launch_model)
+        batch_launch = StaticDecoder(launch_model, **worker)
+        candidates = StaticDecoder(launch_model, **worker, draw_kernel=True)
     gdn_step = "triton" if use_gdn_decode(our_model) and triton_runs(prompt) else "-"
     graphs = StaticDecoder(our_model, **worker)
     static = StaticDecoder(our_model, use_graphs=False)
@@ -278,6 +295,8 @@ def main() -> None:
         "ours_graphs_torch_stats": lambda: torch_stats.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_draw_kernel": lambda: draw_kernel.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_head_copy": lambda: head_copy.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_batch_launch": lambda: batch_launch.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_candidates": lambda: candidates.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_conv_torch": lambda: graphs_conv_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_attention_torch": lambda: graphs_attention_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_hf_gdn": lambda: graphs_hf_gdn.generate(prompt, seeds=seeds, **ours),
@@ -290,6 +309,7 @@ def main() -> None:
     }
     decoders = {"ours_graphs": graphs, "ours_graphs_autotune": autotuned, "ours_graphs_torch_stats": torch_stats,
                 "ours_graphs_draw_kernel": draw_kernel, "ours_graphs_head_copy": head_copy,
+                "ours_graphs_batch_launch": batch_launch, "ours_graphs_candidates": candidates,
                 "ours_graphs_conv_torch": graphs_conv_torch, "ours_graphs_attention_torch": graphs_attention_torch,
                 "ours_graphs_hf_gdn": graphs_hf_gdn, "ours_graphs_sdpa": graphs_sdpa,
                 "ours_graphs_unfused": graphs_unfused, "ours_static": static}

@@ -144,7 +144,8 @@ def _forward(self, hidden_states, position_embeddings, attention_mask, cache=Non
                            layer.values, layer.cumulative_length, self.q_norm.eps, heads)
     layer.cumulative_length.add_(1)  # what the cache's update does
     gate = qkv[:, :heads * 2 * dim].view(batch, heads, 2 * dim)[:, :, dim:]
-    out = flash_decode(query, layer.keys, layer.values, attention_mask, default_scale(query, self.scaling), gate)
+    out = flash_decode(query, layer.keys, layer.values, attention_mask, default_scale(query, self.scaling), gate,
+                       by_batch=getattr(self, "flash_by_batch", False))
     return self.o_proj(out.reshape(batch, 1, -1)), None
 
 

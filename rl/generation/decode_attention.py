@@ -28,7 +28,7 @@ from rl.generation.flash_decode import default_scale, flash_decode
 from rl.generation.triton_runs import triton_runs
 
 __all__ = ["FLASH_DECODE", "GROUPED_DECODE", "flash_decode_attention", "flash_fits", "grouped_decode_attention",
-           "use_grouped_decode_attention"]
+           "launch_by_batch", "use_grouped_decode_attention"]
 
 GROUPED_DECODE = "rl_grouped_decode"  # grouped heads, sdpa's kernel
 FLASH_DECODE = "rl_flash_decode"  # grouped heads, the split-K Triton kernel where it runs
@@ -71,7 +71,8 @@ def flash_decode_attention(module: torch.nn.Module, query: torch.Tensor, key: to
     if not flash_fits(query, query.shape[2], query.shape[-1], attention_mask, dropout, kwargs):
         return grouped_decode_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                         **kwargs)
-    return flash_decode(query, key, value, attention_mask, default_scale(query, scaling)), None
+    return flash_decode(query, key, value, attention_mask, default_scale(query, scaling),
+                        by_batch=getattr(module, "flash_by_batch", False)), None
 
 
 for _name, _function in ((GROUPED_DECODE, grouped_decode_attention), (FLASH_DECODE, flash_decode_attention)):
@@ -88,3 +89,13 @@ def use_grouped_decode_attention(model: PreTrainedModel, *, flash: bool = False)
         return False
     text._attn_implementation_internal = FLASH_DECODE if flash else GROUPED_DECODE
     return True
+
+
+def launch_by_batch(model: torch.nn.Module) -> int:
+    """Launch every attention layer's `flash_decode` as `rl.generation.flash_decode.launch_for` says
+    for its rows (`by_batch`), in place; returns how many layers. Not yet the worker's: the bench
+    measures it (bench/bench_generation.py `ours_graphs_batch_launch`)."""
+    layers = [m for m in model.modules() if hasattr(m, "num_key_value_groups") and hasattr(m, "layer_idx")]
+    for module in layers:
+        module.flash_by_batch = True
+    return len(layers)

@@ -31,7 +31,8 @@ try:
 except ImportError:  # no Triton (CI, CPU machines): grouped_decode_attention keeps sdpa
     triton = None
 
-__all__ = ["BLOCK_N", "LAUNCH", "Launch", "flash_decode", "launch_flash_decode", "num_splits"]
+__all__ = ["BLOCK_N", "FEW_PROGRAMS", "LAUNCH", "Launch", "flash_decode", "launch_flash_decode", "launch_for",
+           "num_splits"]
 
 BLOCK_N = 64  # keys per block: the unit a program skips when the mask leaves it dead
 # splits are chosen so rows x key/value heads x splits reach PROGRAMS_PER_SM programs an SM: enough to
@@ -57,6 +58,16 @@ class Launch:
 
 
 LAUNCH = Launch()
+# where (row, key/value head) programs number at most 2 an SM (dense_1b's batch 64 on an H200: 256),
+# the sweep's best was one block a split and dead blocks branched over, with one-warp merges: 14.9 us
+# against 18.2 for LAUNCH's shape (2026-12-05 04:08 UTC, b267246); at batch 256 LAUNCH's was best
+FEW_PROGRAMS = Launch(programs_per_sm=16, skip_dead=True)
+
+
+def launch_for(programs: int, multiprocessors: int) -> Launch:
+    """The launch the sweep found best for `programs` (rows x key/value heads): `FEW_PROGRAMS` at
+    up to 2 an SM, else `LAUNCH` (`flash_decode(by_batch=True)`; bench/decode_kernels.py's rows)."""
+    return FEW_PROGRAMS if programs <= 2 * multiprocessors else LAUNCH
 
 
 @functools.cache
@@ -151,7 +162,7 @@ if triton is not None:
 
 @torch.library.custom_op("rl::flash_decode", mutates_args=())
 def flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                 scale: float, gate: torch.Tensor | None = None) -> torch.Tensor:
+                 scale: float, gate: torch.Tensor | None = None, by_batch: bool = False) -> torch.Tensor:
     """Attention of one query token per row over a cache, a torch op (opaque to `torch.compile`).
 
     Args:
@@ -160,10 +171,13 @@ def flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ma
         mask: bool, [B, 1, 1, >= L] (sdpa's: True attends) or None (every key live).
         gate: [B, Hq, D] (any strides) or None: the output times sigmoid(gate), in fp32 before the
             output's rounding (Qwen3.5's gated attention, `rl.generation.attention_step`).
+        by_batch: launched as `launch_for` says for its rows (not yet the worker's: its time in the
+            decode step is not yet measured), else as `LAUNCH`.
     Returns:
         [B, 1, Hq, D] in the query's dtype (HF's attention-function layout).
     """
-    return launch_flash_decode(query, key, value, mask, scale, LAUNCH, gate)
+    launch = launch_for(query.shape[0] * key.shape[1], _multiprocessors(query.device)) if by_batch else LAUNCH
+    return launch_flash_decode(query, key, value, mask, scale, launch, gate)
 
 
 def launch_flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
@@ -196,7 +210,7 @@ def launch_flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
 
 
 @flash_decode.register_fake
-def _(query, key, value, mask, scale, gate=None):
+def _(query, key, value, mask, scale, gate=None, by_batch=False):
     B, Hq, _, D = query.shape
     return query.new_empty(B, 1, Hq, D)
 

@@ -16,9 +16,23 @@ import pytest
 import torch
 from decode_models import static_sample, text_model
 
-from rl.generation.decode_attention import FLASH_DECODE, flash_decode_attention, grouped_decode_attention
+from rl.generation.decode_attention import (
+    FLASH_DECODE,
+    flash_decode_attention,
+    grouped_decode_attention,
+    launch_by_batch,
+)
 from rl.generation.decode_attention import use_grouped_decode_attention as use_grouped
-from rl.generation.flash_decode import BLOCK_N, Launch, flash_decode, launch_flash_decode, num_splits
+from rl.generation.flash_decode import (
+    BLOCK_N,
+    FEW_PROGRAMS,
+    LAUNCH,
+    Launch,
+    flash_decode,
+    launch_flash_decode,
+    launch_for,
+    num_splits,
+)
 
 
 @pytest.fixture
@@ -137,3 +151,23 @@ def test_splits_fill_what_the_multiprocessors_hold() -> None:
     assert num_splits(256 * 4, 8192, 132) == 2  # long caches: more blocks a program, not more programs
     assert num_splits(1, 100, 132) == 2  # never more splits than blocks of keys
     assert num_splits(256 * 4, 384, 132, Launch(programs_per_sm=16)) == 3
+
+
+def test_the_batch_launch_rule_and_its_attention(device: str) -> None:
+    """`launch_for`: the sweep's few-programs launch up to 2 programs an SM (dense_1b's batch 64),
+    the default above (batch 256); `by_batch` attention equals masked attention either way."""
+    assert launch_for(64 * 4, 132) == FEW_PROGRAMS and launch_for(256 * 4, 132) == LAUNCH
+    live = [(0, 200), (40, 130), (0, 9)]
+    (q, k, v), mask = _case(len(live), 2, 4, 200, 64, torch.bfloat16, device, live)
+    torch.testing.assert_close(flash_decode(q, k, v, mask, 0.125, by_batch=True).float(),
+                               _reference(q, k, v, mask, 0.125).to(device), rtol=0, atol=TOLERANCE[torch.bfloat16])
+
+
+def test_a_model_launched_by_batch_samples_the_same_tokens(device: str) -> None:
+    model = text_model("qwen3_5").to(device)
+    use_grouped(model, flash=True)
+    by_batch = copy.deepcopy(model)
+    assert launch_by_batch(by_batch) == sum(t == "full_attention" for t in model.config.layer_types)
+    want, got = static_sample(model), static_sample(by_batch)
+    assert torch.equal(got.input_ids, want.input_ids)
+    assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
