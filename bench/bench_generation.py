@@ -41,7 +41,8 @@ the hf_* variants always are). Variants:
                rl.generation.flash_decode.launch_for says for the batch (`launch_by_batch`: at up
                to 2 (row, key/value head) programs an SM, one block a split and dead blocks branched
                over), not yet the worker's
-  ours_graphs_candidates  ours_graphs with both candidates above and the draw kernel below
+  ours_graphs_candidates  ours_graphs_batch_launch with the cache positions advanced in one add a
+               step (`use_attention_step(one_increment=True)`) and the draw kernel below
   ours_graphs_draw_kernel  ours_graphs with the draw's second level as one Triton kernel
                (rl.generation.draw_kernel) where ours_graphs runs ~8 small torch kernels; not yet
                the worker's
@@ -264,13 +265,14 @@ def main() -> None:
     use_attention_step(our_model)
     batch_launch, candidates = None, None
     if {"ours_graphs_batch_launch", "ours_graphs_candidates"} & set(args.variants.split(",")):
-        launch_model = copy.deepcopy(unfused)
-        fuse_projections(launch_model)
-        use_attention_step(launch_model)
-        use_gdn_decode(launch_model)
-        launch_by_batch(launch_model)
+        launch_model, candidate_model = copy.deepcopy(unfused), copy.deepcopy(unfused)
+        for m in (launch_model, candidate_model):
+            fuse_projections(m)
+            use_attention_step(m, one_increment=m is candidate_model)
+            use_gdn_decode(m)
+            launch_by_batch(m)
         batch_launch = StaticDecoder(launch_model, **worker)
-        candidates = StaticDecoder(launch_model, **worker, draw_kernel=True)
+        candidates = StaticDecoder(candidate_model, **worker, draw_kernel=True)
     gdn_step = "triton" if use_gdn_decode(our_model) and triton_runs(prompt) else "-"
     graphs = StaticDecoder(our_model, **worker)
     static = StaticDecoder(our_model, use_graphs=False)

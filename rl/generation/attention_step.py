@@ -142,7 +142,11 @@ def _forward(self, hidden_states, position_embeddings, attention_mask, cache=Non
     qkv = F.linear(hidden_states[:, 0], self.fused_qkv)
     query = attention_prep(qkv, self.q_norm.weight, self.k_norm.weight, cos[:, -1], sin[:, -1], layer.keys,
                            layer.values, layer.cumulative_length, self.q_norm.eps, heads)
-    layer.cumulative_length.add_(1)  # what the cache's update does
+    if self.step_increments is None:
+        layer.cumulative_length.add_(1)  # what the cache's update does
+    elif self.step_increments:  # the model's last stepped layer: every stepped layer's, in one kernel
+        cache = cache if cache is not None else past_key_values
+        torch._foreach_add_([cache.layers[i].cumulative_length for i in self.step_increments], 1)
     gate = qkv[:, :heads * 2 * dim].view(batch, heads, 2 * dim)[:, :, dim:]
     out = flash_decode(query, layer.keys, layer.values, attention_mask, default_scale(query, self.scaling), gate,
                        by_batch=getattr(self, "flash_by_batch", False))
@@ -156,14 +160,22 @@ def _layer_classes() -> tuple[type, ...]:
     return Qwen3_5Attention, Qwen3_5MoeAttention
 
 
-def use_attention_step(model: nn.Module) -> int:
+def use_attention_step(model: nn.Module, *, one_increment: bool = False) -> int:
     """Give every Qwen3.5 full-attention layer of `model` whose projections are stacked the
-    one-token step above, in place; returns how many layers (0: none, the model is unchanged)."""
-    done = 0
-    for module in model.modules():
-        if (isinstance(module, _layer_classes()) and hasattr(module, "fused_qkv")
-                and not hasattr(module, "projections_forward")):
-            module.projections_forward = module.forward
-            module.forward = types.MethodType(_forward, module)
-            done += 1
-    return done
+    one-token step above, in place; returns how many layers (0: none, the model is unchanged).
+
+    `one_increment`: the cache layers' write positions advance in one multi-tensor add in the
+    model's last stepped layer, where each layer added its own (12 one-element kernels a dense_1b
+    step, ~1.1 us each on an H200). Every stepped layer reads its position before that add on the
+    stream; a step takes the path in all layers or none (the same cache, mask and token count).
+    Not yet the worker's (bench/bench_generation.py `ours_graphs_candidates` times it)."""
+    stepped = [m for m in model.modules() if isinstance(m, _layer_classes()) and hasattr(m, "fused_qkv")
+               and not hasattr(m, "projections_forward")]
+    last = max((m.layer_idx for m in stepped), default=None)
+    for module in stepped:
+        module.projections_forward = module.forward
+        module.forward = types.MethodType(_forward, module)
+        module.step_increments = None  # its own add, as the cache's update
+        if one_increment:
+            module.step_increments = tuple(m.layer_idx for m in stepped) if module.layer_idx == last else ()
+    return len(stepped)

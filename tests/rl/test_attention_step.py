@@ -162,3 +162,21 @@ def test_without_triton_the_layer_keeps_the_fused_projections_forward(monkeypatc
     want, got = static_sample(model), static_sample(stepped)
     assert torch.equal(got.input_ids, want.input_ids) and torch.equal(got.gen_logprobs, want.gen_logprobs)
     assert len(calls) == 11  # the prompt and the 10 steps' forwards, one attention layer
+
+
+def test_one_increment_advances_every_layer_s_write_position(triton_device: str) -> None:
+    """Two attention layers around a gated-delta-net one: the last stepped layer's multi-tensor add
+    moves both positions, so both caches are written where transformers' own update writes them."""
+    from rl.config import ModelConfig
+    from rl.models import build_model
+
+    config = {"layer_types": ["full_attention", "linear_attention", "full_attention"], "num_hidden_layers": 3}
+    model = build_model(ModelConfig(family="qwen3_5", config=config), vocab_size=52, seed=0).to(triton_device)
+    use_grouped_decode_attention(model, flash=True)
+    fuse_projections(model)
+    stepped = copy.deepcopy(model)
+    assert use_attention_step(stepped, one_increment=True) == 2
+    assert [m.step_increments for m in stepped.modules() if hasattr(m, "step_increments")] == [(), (0, 2)]
+    want, got = static_sample(model), static_sample(stepped)
+    assert torch.equal(got.input_ids, want.input_ids)
+    assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
