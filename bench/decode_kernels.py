@@ -40,11 +40,17 @@ DEVICE = "cuda"  # `--warm --device cpu` under TRITON_INTERPRET=1 checks the swe
 
 def launches():
     """The default launch first, then every candidate of the sweep."""
-    from rl.generation.flash_decode import LAUNCH, Launch
+    from rl.generation.flash_decode import FEW_PROGRAMS, LAUNCH, Launch
 
     grid = [Launch(block_n=n, programs_per_sm=p, skip_dead=s)
             for n, p, s in itertools.product((32, 64, 128), (8, 16, 32), (True, False))]
     extra = [Launch(split_warps=w) for w in (2, 8)] + [Launch(merge_warps=w) for w in (1, 2)]
+    # fewer, longer programs (a split of several blocks streams more keys a program) and the
+    # pipeline's depth: batch 256's attention ran at ~2.5 TB/s in the step (2026-12-05)
+    extra += [Launch(block_n=n, programs_per_sm=p, skip_dead=False) for n, p in itertools.product((64, 128), (2, 4))]
+    extra += [Launch(split_stages=k) for k in (2, 4, 5)] + [Launch(block_n=128, split_warps=8, split_stages=k)
+                                                           for k in (2, 3)]
+    extra += [FEW_PROGRAMS]
     return [LAUNCH] + [c for c in grid + extra if c != LAUNCH]
 
 

@@ -55,6 +55,7 @@ class Launch:
     skip_dead: bool = False  # True: the split kernel branches over a block with no live key
     split_warps: int = 4
     merge_warps: int = 1
+    split_stages: int | None = None  # the split kernel's software-pipeline depth; None: Triton's default
 
 
 LAUNCH = Launch()
@@ -201,7 +202,7 @@ def launch_flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
         flags.stride(0) if flags.shape[0] > 1 else 0, flags.stride(-1),  # a mask of one row serves every row
         G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), BLOCK_N=launch.block_n, BLOCKS=per_split, D=D,
         HAS_MASK=mask is not None, PRECISION=precision, UPCAST=upcast, SKIP_DEAD=launch.skip_dead,
-        num_warps=launch.split_warps)
+        num_warps=launch.split_warps, **({"num_stages": launch.split_stages} if launch.split_stages else {}))
     gate, gate_strides = (gate, gate.stride()) if gate is not None else (out, (0, 0, 0))  # out: an unread placeholder
     _merge_kernel[(B * Hq,)](part, lse, out, gate, splits, Hkv, out.stride(0), out.stride(2), *gate_strides,
                              G=G, BLOCK_S=max(2, triton.next_power_of_2(splits)), D=D, HAS_GATE=gate is not out,

@@ -80,8 +80,9 @@ def test_equals_masked_attention_over_the_live_keys(device: str, groups: int, di
 
 
 @pytest.mark.parametrize("launch", [Launch(skip_dead=True), Launch(block_n=32, programs_per_sm=4),
-                                    Launch(block_n=128, skip_dead=False, split_warps=8, merge_warps=1)],
-                         ids=["skip-dead", "small-blocks", "big-blocks"])
+                                    Launch(block_n=128, skip_dead=False, split_warps=8, merge_warps=1),
+                                    Launch(block_n=128, programs_per_sm=2, split_stages=2)],
+                         ids=["skip-dead", "small-blocks", "big-blocks", "long-splits"])
 def test_every_launch_equals_masked_attention(device: str, launch: Launch) -> None:
     """The launches bench/decode_kernels.py times give the same attention: dead blocks branched over
     (the default loads them under the mask, their NaN keys never read), splits of several blocks, a
