@@ -192,6 +192,28 @@ def profile(fn, path: str, title: str, steps: int) -> None:
     print(f"profile: {path}: {summary}", flush=True)
 
 
+def worker_model(unfused, *, attention_step: bool = True, one_increment: bool = False, gdn_step: bool = True,
+                 conv_kernel: bool = True, batch_launch: bool = False):
+    """A copy of `unfused` with the generation worker's decode parts (stacked projections, the
+    attention step, the gated-delta-net step); a keyword changes one part (a one-part variant)."""
+    import copy
+
+    from rl.generation.attention_step import use_attention_step
+    from rl.generation.decode_attention import launch_by_batch
+    from rl.generation.fused_projections import fuse_projections
+    from rl.generation.gdn_decode import use_gdn_decode
+
+    model = copy.deepcopy(unfused)
+    fuse_projections(model)
+    if attention_step:
+        use_attention_step(model, one_increment=one_increment)
+    if gdn_step:
+        use_gdn_decode(model, conv_kernel=conv_kernel)
+    if batch_launch:
+        launch_by_batch(model)
+    return model
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="twin", choices=["twin", "vlm_twin", "dense_1b", "moe_1b"])
@@ -215,11 +237,9 @@ def main() -> None:
     import copy
 
     from rl.generation import generate, row_seeds
-    from rl.generation.attention_step import use_attention_step
-    from rl.generation.decode_attention import launch_by_batch, use_grouped_decode_attention
+    from rl.generation.decode_attention import use_grouped_decode_attention
     from rl.generation.flash_decode import triton
     from rl.generation.fused_projections import fuse_projections
-    from rl.generation.gdn_decode import use_gdn_decode
     from rl.generation.static_decode import StaticDecoder
     from rl.generation.triton_runs import triton_runs
     from rl.models import build_model
@@ -241,39 +261,21 @@ def main() -> None:
     if args.attention == "grouped":
         unfused = copy.deepcopy(model)
         use_grouped_decode_attention(unfused, flash=True)
-    our_model = copy.deepcopy(unfused)
-    fuse_projections(our_model)
-    graphs_hf_gdn = None
-    if "ours_graphs_hf_gdn" in args.variants:
-        hf_gdn_model = copy.deepcopy(unfused)
-        fuse_projections(hf_gdn_model)
-        use_attention_step(hf_gdn_model)
-        graphs_hf_gdn = StaticDecoder(hf_gdn_model, **worker)
-    graphs_conv_torch = None
-    if "ours_graphs_conv_torch" in args.variants:
-        conv_model = copy.deepcopy(unfused)
-        fuse_projections(conv_model)
-        use_attention_step(conv_model)
-        use_gdn_decode(conv_model, conv_kernel=False)
-        graphs_conv_torch = StaticDecoder(conv_model, **worker)
-    graphs_attention_torch = None
-    if "ours_graphs_attention_torch" in args.variants:
-        attention_torch_model = copy.deepcopy(unfused)
-        fuse_projections(attention_torch_model)
-        use_gdn_decode(attention_torch_model)
-        graphs_attention_torch = StaticDecoder(attention_torch_model, **worker)
-    use_attention_step(our_model)
-    batch_launch, candidates = None, None
-    if {"ours_graphs_batch_launch", "ours_graphs_candidates"} & set(args.variants.split(",")):
-        launch_model, candidate_model = copy.deepcopy(unfused), copy.deepcopy(unfused)
-        for m in (launch_model, candidate_model):
-            fuse_projections(m)
-            use_attention_step(m, one_increment=m is candidate_model)
-            use_gdn_decode(m)
-            launch_by_batch(m)
-        batch_launch = StaticDecoder(launch_model, **worker)
-        candidates = StaticDecoder(candidate_model, **worker, draw_kernel=True)
-    gdn_step = "triton" if use_gdn_decode(our_model) and triton_runs(prompt) else "-"
+    wanted = set(args.variants.split(","))
+
+    def variant(name: str, **parts) -> StaticDecoder | None:
+        """The one-part variant `name`'s decoder when it is asked for."""
+        return StaticDecoder(worker_model(unfused, **parts), **worker) if name in wanted else None
+
+    graphs_hf_gdn = variant("ours_graphs_hf_gdn", gdn_step=False)
+    graphs_conv_torch = variant("ours_graphs_conv_torch", conv_kernel=False)
+    graphs_attention_torch = variant("ours_graphs_attention_torch", attention_step=False)
+    batch_launch = variant("ours_graphs_batch_launch", batch_launch=True)
+    candidates = (StaticDecoder(worker_model(unfused, batch_launch=True, one_increment=True), **worker,
+                                draw_kernel=True) if "ours_graphs_candidates" in wanted else None)
+    our_model = worker_model(unfused)
+    has_gdn_step = any(hasattr(m, "fused_in_proj") for m in our_model.modules())  # use_gdn_decode's stacked input
+    gdn_step = "triton" if has_gdn_step and triton_runs(prompt) else "-"
     graphs = StaticDecoder(our_model, **worker)
     static = StaticDecoder(our_model, use_graphs=False)
     autotuned = StaticDecoder(our_model, **worker,
