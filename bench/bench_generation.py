@@ -21,9 +21,12 @@ the hf_* variants always are). Variants:
                the delta rule as one Triton kernel on the cache's state; the `gdn_step` field), the
                full-attention layers' norms, rotary and cache write as one kernel with the output
                gate in the attention's merge (rl.generation.attention_step), the
-               logit statistics from one Triton pass (`fused_stats`) and the draw's counter
-               generator as one kernel (`fused_draw`), the output projection writing the logits
-               into the decoder's buffer (`direct_head`): what the generation worker runs on CUDA
+               logit statistics from one Triton pass (`fused_stats`), the draw's counter
+               generator as one kernel (`fused_draw`) and its second level as another
+               (`draw_kernel`), the output projection writing the logits into the decoder's buffer
+               (`direct_head`), the split-K attention launched for the batch (`launch_by_batch`),
+               the cache positions advanced in one add a step: what the generation worker runs on
+               CUDA
   ours_graphs_hf_gdn  the same with transformers' gated-delta-net forward in the decode step
   ours_graphs_conv_torch  ours_graphs with the gated-delta-net conv window in torch arithmetic
                (`use_gdn_decode(conv_kernel=False)`: three inductor kernels where ours_graphs has one)
@@ -37,15 +40,14 @@ the hf_* variants always are). Variants:
   ours_graphs_head_copy  ours_graphs with the step's logits from the compiled model's own output
                projection, copied into the decoder's buffer (`StaticDecoder(direct_head=False)`),
                where ours_graphs writes them there in the product
-  ours_graphs_batch_launch  ours_graphs with the split-K attention launched as
-               rl.generation.flash_decode.launch_for says for the batch (`launch_by_batch`: at up
-               to 2 (row, key/value head) programs an SM, one block a split and dead blocks branched
-               over), not yet the worker's
-  ours_graphs_candidates  ours_graphs_batch_launch with the cache positions advanced in one add a
-               step (`use_attention_step(one_increment=True)`) and the draw kernel below
-  ours_graphs_draw_kernel  ours_graphs with the draw's second level as one Triton kernel
-               (rl.generation.draw_kernel) where ours_graphs runs ~8 small torch kernels; not yet
-               the worker's
+  ours_graphs_grid_launch  ours_graphs with the split-K attention launched as
+               rl.generation.flash_decode.LAUNCH at every batch, where ours_graphs launches as
+               `launch_for` says for the batch (at up to 2 (row, key/value head) programs an SM,
+               one block a split and dead blocks branched over)
+  ours_graphs_layer_increments  ours_graphs with each attention layer advancing its own cache
+               position (`use_attention_step(one_increment=False)`: a one-element add a layer)
+  ours_graphs_draw_torch  ours_graphs with the draw's second level in torch (~8 small kernels),
+               where ours_graphs runs rl.generation.draw_kernel's one
   ours_graphs_autotune  ours_graphs with the step compiled in "max-autotune-no-cudagraphs" mode
                (inductor times its own matrix products against cuBLAS's for each shape; minutes
                of compilation on its first call)
@@ -84,9 +86,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 # ours_graphs and its one-part variants
-OURS_GRAPHS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_draw_kernel", "ours_graphs_torch_stats",
+OURS_GRAPHS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_draw_torch", "ours_graphs_torch_stats",
                "ours_graphs_conv_torch", "ours_graphs_attention_torch", "ours_graphs_head_copy",
-               "ours_graphs_batch_launch", "ours_graphs_candidates")
+               "ours_graphs_grid_launch", "ours_graphs_layer_increments")
 VARIANTS = (*OURS_GRAPHS, "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager",
             "hf_static", "hf_dynamic")
 # the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
@@ -192,10 +194,11 @@ def profile(fn, path: str, title: str, steps: int) -> None:
     print(f"profile: {path}: {summary}", flush=True)
 
 
-def worker_model(unfused, *, attention_step: bool = True, one_increment: bool = False, gdn_step: bool = True,
-                 conv_kernel: bool = True, batch_launch: bool = False):
+def worker_model(unfused, *, attention_step: bool = True, one_increment: bool = True, gdn_step: bool = True,
+                 conv_kernel: bool = True, batch_launch: bool = True):
     """A copy of `unfused` with the generation worker's decode parts (stacked projections, the
-    attention step, the gated-delta-net step); a keyword changes one part (a one-part variant)."""
+    attention step, the gated-delta-net step, the attention's launch by batch); a keyword changes one
+    part (a one-part variant)."""
     import copy
 
     from rl.generation.attention_step import use_attention_step
@@ -256,7 +259,7 @@ def main() -> None:
     ours = dict(max_new_tokens=args.new, temperature=1.0, eos_token_id=-1, pad_token_id=0, **images)
     hf = dict(attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=args.new,
               eos_token_id=None, pad_token_id=0, **hf_image_kwargs(model, prompt, images))
-    worker = dict(use_graphs=True, fused_draw=True, fused_stats=True)  # the generation worker's
+    worker = dict(use_graphs=True, fused_draw=True, fused_stats=True, draw_kernel=True)  # the generation worker's
     unfused = model
     if args.attention == "grouped":
         unfused = copy.deepcopy(model)
@@ -270,9 +273,8 @@ def main() -> None:
     graphs_hf_gdn = variant("ours_graphs_hf_gdn", gdn_step=False)
     graphs_conv_torch = variant("ours_graphs_conv_torch", conv_kernel=False)
     graphs_attention_torch = variant("ours_graphs_attention_torch", attention_step=False)
-    batch_launch = variant("ours_graphs_batch_launch", batch_launch=True)
-    candidates = (StaticDecoder(worker_model(unfused, batch_launch=True, one_increment=True), **worker,
-                                draw_kernel=True) if "ours_graphs_candidates" in wanted else None)
+    grid_launch = variant("ours_graphs_grid_launch", batch_launch=False)
+    layer_increments = variant("ours_graphs_layer_increments", one_increment=False)
     our_model = worker_model(unfused)
     has_gdn_step = any(hasattr(m, "fused_in_proj") for m in our_model.modules())  # use_gdn_decode's stacked input
     gdn_step = "triton" if has_gdn_step and triton_runs(prompt) else "-"
@@ -281,7 +283,7 @@ def main() -> None:
     autotuned = StaticDecoder(our_model, **worker,
                               compile_mode="max-autotune-no-cudagraphs")
     torch_stats = StaticDecoder(our_model, **dict(worker, fused_stats=False))
-    draw_kernel = StaticDecoder(our_model, **worker, draw_kernel=True)
+    draw_torch = StaticDecoder(our_model, **dict(worker, draw_kernel=False))
     head_copy = StaticDecoder(our_model, **worker, direct_head=False)
     graphs_unfused = (StaticDecoder(unfused, **worker)
                       if "ours_graphs_unfused" in args.variants else None)
@@ -297,10 +299,10 @@ def main() -> None:
         "ours_graphs": lambda: graphs.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_autotune": lambda: autotuned.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_torch_stats": lambda: torch_stats.generate(prompt, seeds=seeds, **ours),
-        "ours_graphs_draw_kernel": lambda: draw_kernel.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_draw_torch": lambda: draw_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_head_copy": lambda: head_copy.generate(prompt, seeds=seeds, **ours),
-        "ours_graphs_batch_launch": lambda: batch_launch.generate(prompt, seeds=seeds, **ours),
-        "ours_graphs_candidates": lambda: candidates.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_grid_launch": lambda: grid_launch.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_layer_increments": lambda: layer_increments.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_conv_torch": lambda: graphs_conv_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_attention_torch": lambda: graphs_attention_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_hf_gdn": lambda: graphs_hf_gdn.generate(prompt, seeds=seeds, **ours),
@@ -312,8 +314,8 @@ def main() -> None:
         "hf_dynamic": lambda: model.generate(prompt, **hf),
     }
     decoders = {"ours_graphs": graphs, "ours_graphs_autotune": autotuned, "ours_graphs_torch_stats": torch_stats,
-                "ours_graphs_draw_kernel": draw_kernel, "ours_graphs_head_copy": head_copy,
-                "ours_graphs_batch_launch": batch_launch, "ours_graphs_candidates": candidates,
+                "ours_graphs_draw_torch": draw_torch, "ours_graphs_head_copy": head_copy,
+                "ours_graphs_grid_launch": grid_launch, "ours_graphs_layer_increments": layer_increments,
                 "ours_graphs_conv_torch": graphs_conv_torch, "ours_graphs_attention_torch": graphs_attention_torch,
                 "ours_graphs_hf_gdn": graphs_hf_gdn, "ours_graphs_sdpa": graphs_sdpa,
                 "ours_graphs_unfused": graphs_unfused, "ours_static": static}

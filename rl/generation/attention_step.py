@@ -170,7 +170,8 @@ def use_attention_step(model: nn.Module, *, one_increment: bool = False) -> int:
     model's last stepped layer, where each layer added its own (12 one-element kernels a dense_1b
     step, ~1.1 us each on an H200). Every stepped layer reads its position before that add on the
     stream; a step takes the path in all layers or none (the same cache, mask and token count).
-    Not yet the worker's (bench/bench_generation.py `ours_graphs_candidates` times it)."""
+    The generation worker's (bench/bench_generation.py `ours_graphs_layer_increments` times the
+    per-layer adds beside it)."""
     stepped = [m for m in model.modules() if isinstance(m, _layer_classes()) and hasattr(m, "fused_qkv")
                and not hasattr(m, "projections_forward")]
     last = max((m.layer_idx for m in stepped), default=None)

@@ -93,8 +93,8 @@ def use_grouped_decode_attention(model: PreTrainedModel, *, flash: bool = False)
 
 def launch_by_batch(model: torch.nn.Module) -> int:
     """Launch every attention layer's `flash_decode` as `rl.generation.flash_decode.launch_for` says
-    for its rows (`by_batch`), in place; returns how many layers. Not yet the worker's: the bench
-    measures it (bench/bench_generation.py `ours_graphs_batch_launch`)."""
+    for its rows (`by_batch`), in place; returns how many layers. The generation worker's
+    (bench/bench_generation.py `ours_graphs_grid_launch` measures `LAUNCH` at every batch beside it)."""
     layers = [m for m in model.modules() if hasattr(m, "num_key_value_groups") and hasattr(m, "layer_idx")]
     for module in layers:
         module.flash_by_batch = True

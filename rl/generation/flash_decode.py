@@ -172,8 +172,8 @@ def flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ma
         mask: bool, [B, 1, 1, >= L] (sdpa's: True attends) or None (every key live).
         gate: [B, Hq, D] (any strides) or None: the output times sigmoid(gate), in fp32 before the
             output's rounding (Qwen3.5's gated attention, `rl.generation.attention_step`).
-        by_batch: launched as `launch_for` says for its rows (not yet the worker's: its time in the
-            decode step is not yet measured), else as `LAUNCH`.
+        by_batch: launched as `launch_for` says for its rows (the generation worker's,
+            `rl.generation.decode_attention.launch_by_batch`), else as `LAUNCH`.
     Returns:
         [B, 1, Hq, D] in the query's dtype (HF's attention-function layout).
     """

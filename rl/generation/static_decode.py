@@ -147,9 +147,9 @@ class StaticDecoder:
         where Triton runs (the generation worker's; bench/bench_generation.py `ours_graphs_torch_stats`
         measures the compiled torch arithmetic beside it).
         `draw_kernel`: the counter draw's second level as one Triton kernel
-        (`rl.generation.draw_kernel`) where Triton runs (bench/bench_generation.py
-        `ours_graphs_draw_kernel` measures it; its GPU tests pass, its time in the step is not yet
-        measured, so it is not yet the worker's).
+        (`rl.generation.draw_kernel`) where Triton runs, where torch ran ~8 small kernels (the
+        generation worker's: dense_1b batch 64, one H100, 2026-12-05: 46,432 -> 48,714 decode tokens/s;
+        bench/bench_generation.py `ours_graphs_draw_torch` measures the torch draw beside it).
         `direct_head`: the decode step's output projection writes the logits into the slot's buffer
         (`torch.mm(..., out=)`), where the compiled step's product wrote a buffer of its own that was
         then copied (a [B, V] copy a token: 9.6 us at batch 64, 36 us at 256 on dense_1b, one H200).

@@ -27,7 +27,7 @@ from rl.cluster.ports import free_port
 from rl.config import ModelConfig
 from rl.generation import generate
 from rl.generation.attention_step import use_attention_step
-from rl.generation.decode_attention import use_grouped_decode_attention
+from rl.generation.decode_attention import launch_by_batch, use_grouped_decode_attention
 from rl.generation.fused_projections import fuse_projections
 from rl.generation.gdn_decode import use_gdn_decode
 from rl.generation.static_decode import MAX_SLOTS, StaticDecoder
@@ -71,11 +71,12 @@ class GenerationWorker(WorkerBase):
         if self.device == "cuda":
             use_grouped_decode_attention(self.model, flash=True)
             fuse_projections(self.model)
-            use_attention_step(self.model)
+            use_attention_step(self.model, one_increment=True)
             use_gdn_decode(self.model)
+            launch_by_batch(self.model)
         if self.decode != "eager":
             self.decoder = StaticDecoder(self.model, use_graphs=self.decode == "graphs", max_slots=self.decode_slots,
-                                         fused_draw=True, fused_stats=True)
+                                         fused_draw=True, fused_stats=True, draw_kernel=True)
         self.version = 0
 
     @torch.no_grad()
