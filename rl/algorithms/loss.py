@@ -27,8 +27,12 @@ from rl.algorithms.kl import gen_kl_error, k3, masked_mean, ref_kl, token_mult_p
 from rl.algorithms.loss_config import PREV_LOGPROBS, TRUNCATIONS, LossConfig
 from rl.data.errors import DataIntegrityError
 
-__all__ = ["LossConfig", "PREV_LOGPROBS", "TRUNCATIONS", "clipped_pg_loss", "importance_weights", "needs_reference",
-           "prev_from_training", "prev_logprobs_refusal"]
+__all__ = ["LOSS_METRICS", "LossConfig", "PREV_LOGPROBS", "TRUNCATIONS", "clipped_pg_loss", "clipped_pg_loss_on_device",
+           "importance_weights", "needs_reference", "prev_from_training", "prev_logprobs_refusal"]
+
+# The metrics `clipped_pg_loss` returns, in the order `clipped_pg_loss_on_device` stacks them.
+LOSS_METRICS = ("loss", "pg_loss", "kl_penalty", "clip_fraction", "approx_kl", "ratio_mean", "is_weight_mean",
+                "is_truncated_fraction", "token_mult_prob_error", "gen_kl_error", "num_tokens", "num_valid_samples")
 
 def importance_weights(
     prev_logprobs: torch.Tensor, gen_logprobs: torch.Tensor, cfg: LossConfig
@@ -87,7 +91,14 @@ def prev_logprobs_refusal(loss_cfg: LossConfig, *, algorithm: str, pp: int) -> s
     return None
 
 
-def clipped_pg_loss(
+def clipped_pg_loss(**kwargs) -> tuple[torch.Tensor, dict[str, float]]:
+    """The ClippedPG loss over a [B, T] batch and its metrics as floats (`clipped_pg_loss_on_device`,
+    read in one device-to-host copy): see the module docstring for how they add up over ranks."""
+    loss, values = clipped_pg_loss_on_device(**kwargs)
+    return loss, dict(zip(LOSS_METRICS, values.tolist()))
+
+
+def clipped_pg_loss_on_device(
     *,
     curr_logprobs: torch.Tensor,
     prev_logprobs: torch.Tensor,
@@ -98,8 +109,13 @@ def clipped_pg_loss(
     sample_mask: torch.Tensor,
     cfg: LossConfig,
     num_tokens: int | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """The ClippedPG loss over a [B, T] batch of sampled-token log-probs.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ClippedPG loss over a [B, T] batch of sampled-token log-probs, and its metrics left on
+    the loss's device.
+
+    Why on the device: reading a value there waits for the GPU. A train step that read each
+    micro-batch's metrics held the host until that forward had run, so the GPU then idled while the
+    host queued the backward; the step sums these tensors where they are and reads them once.
 
     Args:
         curr_logprobs: [B, T] under the policy being trained (carries the gradient).
@@ -114,8 +130,8 @@ def clipped_pg_loss(
             ranks pass the global count.
 
     Returns:
-        (scalar loss, metrics): metrics are floats; see the module docstring for how they add
-        up over ranks.
+        (scalar loss, metrics): metrics a [len(LOSS_METRICS)] tensor of the loss's dtype (at least
+        fp32) in LOSS_METRICS order.
     """
     shape = curr_logprobs.shape
     if curr_logprobs.ndim != 2:
@@ -166,21 +182,19 @@ def clipped_pg_loss(
             (ratio > 1.0 + cfg.clip_high) & (adv > 0)
         )
         log_ratio = curr_logprobs.detach() - prev_logprobs
-        tensors = {
-            "loss": loss.detach(),
-            "pg_loss": pg_loss.detach(),
-            "kl_penalty": kl.detach(),
-            "clip_fraction": masked_mean(clip_active.to(mask.dtype), mask, n),
-            "approx_kl": masked_mean(k3(prev_logprobs, curr_logprobs.detach()), mask, n),
-            "ratio_mean": masked_mean(torch.exp(log_ratio), mask, n),
-            "is_weight_mean": masked_mean(w, mask, n),
-            "is_truncated_fraction": masked_mean(truncated.to(mask.dtype), mask, n),
-            "token_mult_prob_error": token_mult_prob_error(gen_logprobs, prev_logprobs, mask, n),
-            "gen_kl_error": gen_kl_error(gen_logprobs, prev_logprobs, mask, n),
-            "num_tokens": mask.sum(),
-            "num_valid_samples": (sample_mask != 0).sum().to(mask.dtype),
-        }
-        # One device-to-host copy for all metrics instead of one sync per metric.
-        values = torch.stack([t.to(dtype) for t in tensors.values()]).tolist()
-        metrics = dict(zip(tensors, values))
+        values = (  # LOSS_METRICS' order
+            loss.detach(),
+            pg_loss.detach(),
+            kl.detach(),
+            masked_mean(clip_active.to(mask.dtype), mask, n),
+            masked_mean(k3(prev_logprobs, curr_logprobs.detach()), mask, n),
+            masked_mean(torch.exp(log_ratio), mask, n),
+            masked_mean(w, mask, n),
+            masked_mean(truncated.to(mask.dtype), mask, n),
+            token_mult_prob_error(gen_logprobs, prev_logprobs, mask, n),
+            gen_kl_error(gen_logprobs, prev_logprobs, mask, n),
+            mask.sum(),
+            (sample_mask != 0).sum().to(mask.dtype),
+        )
+        metrics = torch.stack([t.to(dtype) for t in values])
     return loss, metrics

@@ -25,7 +25,15 @@ from rl.algorithms.loss import LossConfig
 from rl.backends import register
 from rl.backends.offload import state_tensors
 from rl.backends.torch_rules import TorchRules
-from rl.backends.train_step import Forward, PrevLogprobs, backward_micro_batch, forwards, schedule_lr, train_fields
+from rl.backends.train_step import (
+    DeviceSums,
+    Forward,
+    PrevLogprobs,
+    backward_micro_batch,
+    forwards,
+    schedule_lr,
+    train_fields,
+)
 from rl.config import ModelConfig, PolicyConfig, SequencePackingConfig
 from rl.data.errors import DataIntegrityError
 from rl.models import IMAGE_FIELDS, build_model, token_logprobs
@@ -129,8 +137,9 @@ class TorchBackend:
         if unknown:
             raise DataIntegrityError(f"unknown image columns {sorted(unknown)}")
         columns = {"input_ids": input_ids, "attention_mask": attention_mask, **images}
-        for mb, rows, packing in self._forwards(columns, self.logprob_batch_size):
-            out[rows] = _token_logprobs(model, mb, packing, tuple(images))[:len(rows)].cpu()
+        cut = self._forwards(columns, self.logprob_batch_size)
+        outs = [_token_logprobs(model, mb, packing, tuple(images))[:len(rows)] for mb, rows, packing in cut]
+        out[torch.cat([rows for _, rows, _ in cut])] = torch.cat(outs).cpu()  # one copy back, not one a forward
         return out
 
     def _forwards(self, columns: dict[str, torch.Tensor], size: int) -> list[Forward]:
@@ -148,7 +157,7 @@ class TorchBackend:
         if missing:
             raise DataIntegrityError(f"train batch lacks {missing}")
         self.optimizer.zero_grad(set_to_none=False)
-        totals: dict[str, Any] = {}
+        sums = DeviceSums()
         rows = batch["input_ids"].shape[0]
         prev = PrevLogprobs(loss_cfg, batch["input_ids"].shape)
         if rows:
@@ -157,7 +166,8 @@ class TorchBackend:
             for mb, held, packing in self._forwards(columns, self.micro_batch_size):
                 curr = _token_logprobs(self.model, mb, packing, images)
                 backward_micro_batch(prev.fill(mb, held, curr), len(held), curr, loss_cfg=loss_cfg,
-                                     num_tokens=num_tokens, totals=totals)
+                                     num_tokens=num_tokens, sums=sums)
+        totals: dict[str, Any] = sums.floats()
         totals["grad_norm"], totals["lr"] = self._reduce_and_step(step)
         return {**totals, **prev.columns()}
 

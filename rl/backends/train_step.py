@@ -1,6 +1,6 @@
 """The train-step pieces every training backend shares: fixed-shape micro-batches (padded, or
-packed: `policy.sequence_packing`), the loss of one micro-batch, summing its metrics, and the
-step's learning rate.
+packed: `policy.sequence_packing`), the loss of one micro-batch, summing its metrics on the device,
+and the step's learning rate.
 
 They live here, not in one backend, so the torch and megatron backends (and distillation's
 step, rl/distill/step.py) cannot drift apart: the same rows make the same micro-batches, and
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from rl.algorithms.loss import LossConfig, clipped_pg_loss, needs_reference, prev_from_training
+from rl.algorithms.loss import LOSS_METRICS, LossConfig, clipped_pg_loss_on_device, needs_reference, prev_from_training
 from rl.config import OptimizerConfig, SequencePackingConfig
 from rl.lr_schedule import lr_at
 from rl.models.packing import Packing, packed_groups, row_lengths
 
-__all__ = ["TRAIN_FIELDS", "Forward", "PrevLogprobs", "add_metrics", "backward_micro_batch", "forwards",
+__all__ = ["TRAIN_FIELDS", "DeviceSums", "Forward", "PrevLogprobs", "add_metrics", "backward_micro_batch", "forwards",
            "micro_batch_loss", "micro_batches", "packed_micro_batches", "schedule_lr", "train_fields"]
 
 # Per-row columns the train step reads; all [B, T] except advantages and sample_mask ([B]).
@@ -57,8 +57,9 @@ class PrevLogprobs:
         if not self.active:
             return {}
         out = torch.zeros(self.shape, dtype=torch.float32)
-        for rows, prev in self._parts:  # one host copy at the end, not one a micro-batch
-            out[rows] = prev.float().cpu()
+        if self._parts:  # one host copy at the end, not one a micro-batch
+            rows = torch.cat([rows for rows, _ in self._parts])
+            out[rows] = torch.cat([prev.float() for _, prev in self._parts]).cpu()
         return {"prev_logprobs": out}
 
 
@@ -111,19 +112,48 @@ def forwards(columns: dict[str, torch.Tensor], size: int, packing: SequencePacki
 
 
 def micro_batch_loss(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,
-                     num_tokens: int) -> tuple[torch.Tensor, dict[str, float]]:
-    """ClippedPG loss of one micro-batch from its current log-probs, and its metrics.
+                     num_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """ClippedPG loss of one micro-batch from its current log-probs, and its metrics as one tensor
+    on the loss's device (`LOSS_METRICS` order; `DeviceSums` adds them up).
 
     Rows past `real` are padding copies (see `micro_batches`): they carry no loss and no metric.
     Shared by every backend, so the loss a backend trains on cannot drift from another's.
     """
     sample_mask = mb["sample_mask"].clone()
     sample_mask[real:] = 0
-    loss, metrics = clipped_pg_loss(
+    return clipped_pg_loss_on_device(
         curr_logprobs=curr, prev_logprobs=mb["prev_logprobs"], gen_logprobs=mb["gen_logprobs"],
         ref_logprobs=mb.get("ref_logprobs"), advantages=mb["advantages"], token_mask=mb["response_mask"],
         sample_mask=sample_mask, cfg=loss_cfg, num_tokens=num_tokens)
-    return loss, {key: float(value) for key, value in metrics.items()}
+
+
+class DeviceSums:
+    """A step's micro-batch metrics summed on the device they were computed on, read once.
+
+    Why: a read of a device value waits for the GPU. Read after each micro-batch, it held the host
+    until that micro-batch's forward had run, and the GPU idled while the host queued the backward
+    and the next forward. The sums are float64 in micro-batch order from 0, as Python's float sums
+    were, so the step's metrics keep their bits.
+    """
+
+    def __init__(self, names: tuple[str, ...] = LOSS_METRICS) -> None:
+        self.names = names
+        self._total: torch.Tensor | None = None
+
+    def add(self, values: torch.Tensor) -> None:
+        """Add one micro-batch's metrics ([len(names)], any float dtype)."""
+        if values.shape != (len(self.names),):
+            raise ValueError(f"metrics of shape {tuple(values.shape)} for {len(self.names)} names")
+        values = values.detach().to(torch.float64)
+        if self._total is None:
+            self._total = torch.zeros_like(values)
+        self._total = self._total + values
+
+    def floats(self) -> dict[str, float]:
+        """The sums by name, in one device-to-host copy; {} when nothing was added."""
+        if self._total is None:
+            return {}
+        return dict(zip(self.names, self._total.tolist()))
 
 
 def add_metrics(totals: dict[str, float], metrics: dict[str, float]) -> None:
@@ -133,11 +163,11 @@ def add_metrics(totals: dict[str, float], metrics: dict[str, float]) -> None:
 
 
 def backward_micro_batch(mb: dict[str, torch.Tensor], real: int, curr: torch.Tensor, *, loss_cfg: LossConfig,
-                         num_tokens: int, totals: dict[str, float]) -> None:
-    """`micro_batch_loss`, backward, metrics summed into totals."""
+                         num_tokens: int, sums: DeviceSums) -> None:
+    """`micro_batch_loss`, backward, metrics summed into `sums`."""
     loss, metrics = micro_batch_loss(mb, real, curr, loss_cfg=loss_cfg, num_tokens=num_tokens)
     loss.backward()
-    add_metrics(totals, metrics)
+    sums.add(metrics)
 
 
 def schedule_lr(param_groups: list[dict], cfg: OptimizerConfig, step: int) -> float:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterator
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -56,9 +56,9 @@ from rl.backends.megatron.mcore import (
 from rl.backends.megatron.rules import MegatronRules
 from rl.backends.offload import state_tensors
 from rl.backends.train_step import (
+    DeviceSums,
     Forward,
     PrevLogprobs,
-    add_metrics,
     backward_micro_batch,
     forwards,
     micro_batch_loss,
@@ -77,6 +77,20 @@ from rl.refit import buckets
 __all__ = ["MegatronBackend"]
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+class Staged(NamedTuple):
+    """One forward of a pass, ready on the device (`MegatronBackend._staged`): the model's inputs,
+    its logits' map to the rows' [B, T] log-probs, the sequence length and micro-batch size (a
+    pipeline's activation shape), the micro-batch's columns and the batch rows it holds (its first
+    len(rows); the rest are padding copies)."""
+
+    inputs: dict[str, Any]
+    to_logprobs: Callable[[torch.Tensor], torch.Tensor]
+    seq_len: int
+    micro_batch_size: int
+    columns: dict[str, torch.Tensor]
+    rows: torch.Tensor
 
 
 def _ensure_process_group() -> None:
@@ -307,6 +321,21 @@ class MegatronBackend:
         layout = self.padded_layout if packing is None else self.packed_layout
         return layout.prepare(mb, images, packing)
 
+    def _staged(self, columns: dict[str, torch.Tensor], size: int, images: tuple[str, ...]) -> list[Staged]:
+        """A pass's forwards of `size` rows of host `columns`, each prepared on the host and its
+        inputs and columns sent to the device, all before the first forward is queued.
+
+        Why all first: a copy between host and device waits for the GPU (torch synchronises the
+        stream after a blocking host-to-device copy; a read back waits for it by nature). Made
+        between two forwards, it held the host until the GPU had drained and left the GPU idle
+        while the host queued the next; made before the first, it waits for nothing of the pass."""
+        dev = self._device()
+        out = []
+        for mb, rows, packing in self._forwards(columns, size):
+            inputs, to_logprobs, seq_len, mbs = self._prepare(mb, images, packing)
+            out.append(Staged(inputs, to_logprobs, seq_len, mbs, {k: v.to(dev) for k, v in mb.items()}, rows))
+        return out
+
     @torch.no_grad()
     def logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                  reference: bool = False, **images: torch.Tensor) -> torch.Tensor:
@@ -321,25 +350,22 @@ class MegatronBackend:
         if input_ids.shape[0] == 0:
             return out
         model.eval()
-        cut = self._forwards({"input_ids": input_ids, "attention_mask": attention_mask, **images},
-                             self.logprob_batch_size)
+        cut = self._staged({"input_ids": input_ids, "attention_mask": attention_mask, **images},
+                           self.logprob_batch_size, tuple(images))
         if self.parallel.pp > 1:
-            steps, shape = [], (0, 0)
-            for mb, rows, packing in cut:
-                inputs, to_logprobs, *shape = self._prepare(mb, tuple(images), packing)
-
-                def loss(logits, to_logprobs=to_logprobs, held=len(rows)):
+            steps = []
+            for part in cut:
+                def loss(logits, to_logprobs=part.to_logprobs, held=len(part.rows)):
                     lp = to_logprobs(logits)[:held]
                     return lp.new_zeros(()), torch.ones((), dtype=torch.int, device=logits.device), lp
 
-                steps.append((lambda inputs=inputs: model(**inputs), loss))
-            outs = mpipe.run_schedule(model, steps, forward_only=True, seq_length=shape[0], micro_batch_size=shape[1])
-            for (_, rows, _), lp in zip(cut, outs):  # outs is empty off the last stage
-                out[rows] = lp.cpu()
-            return out
-        for mb, rows, packing in cut:
-            inputs, to_logprobs, _, _ = self._prepare(mb, tuple(images), packing)
-            out[rows] = to_logprobs(model(**inputs, **self._logits_kwargs))[:len(rows)].cpu()
+                steps.append((lambda inputs=part.inputs: model(**inputs), loss))
+            outs = mpipe.run_schedule(model, steps, forward_only=True, seq_length=cut[-1].seq_len,
+                                      micro_batch_size=cut[-1].micro_batch_size)
+        else:
+            outs = [part.to_logprobs(model(**part.inputs, **self._logits_kwargs))[:len(part.rows)] for part in cut]
+        if outs:  # one copy back for the pass (outs is empty off a pipeline's last stage)
+            out[torch.cat([part.rows for part in cut])] = torch.cat(outs).cpu()
         return out
 
     # --- training ------------------------------------------------------------------------------
@@ -348,7 +374,8 @@ class MegatronBackend:
                    loss_cfg: LossConfig, step: int) -> dict[str, float]:
         """One optimizer step over this rank's rows at the lr of training step `step`; metrics are
         this DP replica's share (summable), and `lr`; with `algorithm.loss.prev_logprobs: training`
-        also the rows' `prev_logprobs` tensor."""
+        also the rows' `prev_logprobs` tensor. Between the first forward and the optimizer step
+        nothing waits for the GPU (`_staged`, `DeviceSums`)."""
         fields = train_fields(loss_cfg)
         missing = [f for f in fields if f not in batch]
         if missing:
@@ -356,30 +383,25 @@ class MegatronBackend:
         self.model.train()
         self.ddp.zero_grad_buffer()
         self.optimizer.zero_grad()
-        totals: dict[str, Any] = {}
+        sums = DeviceSums()
         prev = PrevLogprobs(loss_cfg, batch["input_ids"].shape)
         refusal = prev_logprobs_refusal(loss_cfg, algorithm="grpo", pp=self.parallel.pp)
         if refusal:
             raise ValueError(refusal)
         if batch["input_ids"].shape[0]:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
-            # Cut on the host (index arithmetic on a device tensor waits for the GPU), then send
-            # each micro-batch once.
-            dev = self._device()
-            cut = [({k: v.to(dev, non_blocking=True) for k, v in mb.items()}, rows, packing)
-                   for mb, rows, packing in self._forwards({k: batch[k] for k in fields + images},
-                                                           self.micro_batch_size)]
+            cut = self._staged({k: batch[k] for k in fields + images}, self.micro_batch_size, images)
             if self.parallel.pp > 1:
-                self._pipeline_train(cut, images, num_tokens=num_tokens, loss_cfg=loss_cfg, totals=totals)
+                self._pipeline_train(cut, num_tokens=num_tokens, loss_cfg=loss_cfg, sums=sums)
             else:
-                for i, (mb, rows, packing) in enumerate(cut):
+                for i, part in enumerate(cut):
                     with grad_sync.micro_batch(self.ddp, last=i == len(cut) - 1):
-                        inputs, to_logprobs, _, _ = self._prepare(mb, images, packing)
-                        curr = to_logprobs(self.ddp(**inputs, **self._logits_kwargs))
-                        backward_micro_batch(prev.fill(mb, rows, curr), len(rows), curr, loss_cfg=loss_cfg,
-                                             num_tokens=num_tokens, totals=totals)
+                        curr = part.to_logprobs(self.ddp(**part.inputs, **self._logits_kwargs))
+                        backward_micro_batch(prev.fill(part.columns, part.rows, curr), len(part.rows), curr,
+                                             loss_cfg=loss_cfg, num_tokens=num_tokens, sums=sums)
         grad_sync.start_remaining(self.ddp)
         finalize_model_grads([self.ddp])
+        totals: dict[str, Any] = sums.floats()
         # megatron-core's own scheduler is not used: the lr is set on the param groups, which a
         # chained optimizer gathers from every optimizer it holds and its inner AdamW reads.
         totals["lr"] = schedule_lr(self.optimizer.param_groups, self.optimizer_cfg, step)
@@ -388,23 +410,20 @@ class MegatronBackend:
         totals["grad_norm"] = float(grad_norm) if grad_norm is not None else float("nan")
         return {**totals, **prev.columns()}
 
-    def _pipeline_train(self, cut: list[Forward], images: tuple[str, ...], *, num_tokens: int, loss_cfg: LossConfig,
-                        totals: dict[str, float]) -> None:
+    def _pipeline_train(self, cut: list[Staged], *, num_tokens: int, loss_cfg: LossConfig, sums: DeviceSums) -> None:
         """Forward and backward of every micro-batch through the 1F1B schedule; the last stage
         computes the loss (the same `micro_batch_loss` as without a pipeline) and its metrics."""
-        steps, shape = [], (0, 0)
-        for mb, rows, packing in cut:
-            inputs, to_logprobs, *shape = self._prepare(mb, images, packing)
-
-            def loss(logits, mb=mb, held=len(rows), to_logprobs=to_logprobs):
-                value, metrics = micro_batch_loss(mb, held, to_logprobs(logits), loss_cfg=loss_cfg,
-                                                  num_tokens=num_tokens)
+        steps = []
+        for part in cut:
+            def loss(logits, part=part):
+                value, metrics = micro_batch_loss(part.columns, len(part.rows), part.to_logprobs(logits),
+                                                  loss_cfg=loss_cfg, num_tokens=num_tokens)
                 return value, torch.ones((), dtype=torch.int, device=logits.device), metrics
 
-            steps.append((lambda inputs=inputs: self.ddp(**inputs), loss))
-        for metrics in mpipe.run_schedule(self.ddp, steps, forward_only=False, seq_length=shape[0],
-                                          micro_batch_size=shape[1]):
-            add_metrics(totals, metrics)
+            steps.append((lambda inputs=part.inputs: self.ddp(**inputs), loss))
+        for metrics in mpipe.run_schedule(self.ddp, steps, forward_only=False, seq_length=cut[-1].seq_len,
+                                          micro_batch_size=cut[-1].micro_batch_size):
+            sums.add(metrics)
 
     # --- state ---------------------------------------------------------------------------------
 

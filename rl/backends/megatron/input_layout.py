@@ -67,12 +67,13 @@ class TextRows(InputLayout):
                       attention_mask=causal, **self.token_inputs(ids_p, index, {f: mb[f] for f in images}, dev))
         labels = torch.nn.functional.pad(ids_p[:, 1:], (0, 1))[:, index].to(dev)  # each token's next token
         rows, length = mask.shape
+        scored = mask[:, 1:].to(dev, torch.float32)  # here, not in to_logprobs: no copy between forward and backward
 
         def to_logprobs(logits: torch.Tensor) -> torch.Tensor:
             """[B, T] fp32, out[:, 0] = 0, 0 on padding (the HF `token_logprobs` contract); whole rows
             gathered over CP, on the logits' device (the loss is computed there)."""
             next_lp = mctx.gather_tokens(self.next_logprobs(logits, labels), total)
-            lp = next_lp[:, : length - 1] * mask[:, 1:].to(next_lp.device, torch.float32)
+            lp = next_lp[:, : length - 1] * scored
             return torch.cat([lp.new_zeros(rows, 1), lp], dim=1)
 
         return inputs, to_logprobs, total, rows
@@ -114,8 +115,10 @@ class PackedRows(InputLayout):
     """Rows packed end to end into one sequence (megatron's THD layout: `rl.backends.megatron.packed`)."""
 
     def prepare(self, mb, images, packing):
-        inputs, labels = mpack.packed_inputs(packing, mb["input_ids"].cpu(), self.device())
-        return (inputs, lambda logits: mpack.unpacked_logprobs(self.next_logprobs(logits, labels), packing),
+        dev = self.device()
+        inputs, labels = mpack.packed_inputs(packing, mb["input_ids"].cpu(), dev)
+        on_device = packing.to(dev)  # here, not in the map from logits: no copy between forward and backward
+        return (inputs, lambda logits: mpack.unpacked_logprobs(self.next_logprobs(logits, labels), on_device),
                 labels.shape[1], 1)
 
 

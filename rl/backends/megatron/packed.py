@@ -43,8 +43,9 @@ def packed_inputs(packing: Packing, ids: torch.Tensor, device: torch.device) -> 
     packed token's next token (labels [1, P*W]; the last of a packed row gets 0, never read)."""
     packed = packing.pack(ids)
     labels = torch.nn.functional.pad(packed[:, 1:], (0, 1)).reshape(1, -1)
-    cuts = cu_seqlens(packing).to(device)
-    longest = int((cuts[1:] - cuts[:-1]).max())
+    cuts = cu_seqlens(packing)
+    longest = int((cuts[1:] - cuts[:-1]).max())  # on the host: a device max would wait for the GPU
+    cuts = cuts.to(device)
     params = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cuts, cu_seqlens_kv=cuts,
                              max_seqlen_q=longest, max_seqlen_kv=longest)
     inputs = dict(input_ids=packed.reshape(1, -1).to(device),
@@ -56,9 +57,9 @@ def packed_inputs(packing: Packing, ids: torch.Tensor, device: torch.device) -> 
 
 def unpacked_logprobs(next_lp: torch.Tensor, packing: Packing) -> torch.Tensor:
     """[B, T] fp32 log-probs (out[:, 0] = 0, 0 on padding) from each packed token's next-token
-    log-prob [1, P*W]: token t's is its predecessor's, read only within a sequence."""
+    log-prob [1, P*W]: token t's is its predecessor's, read only within a sequence. `packing` is on
+    next_lp's device (moved before the forward: a copy from the host here would wait for the GPU)."""
     rows, width = packing.packed_shape
     next_lp = next_lp.reshape(rows, width)
     lp = torch.cat([next_lp.new_zeros(rows, 1), next_lp[:, :-1]], dim=1)
-    scored = packing.to(lp.device).scored()
-    return packing.to(lp.device).unpack(torch.where(scored, lp, torch.zeros_like(lp)))
+    return packing.unpack(torch.where(packing.scored(), lp, torch.zeros_like(lp)))

@@ -91,8 +91,8 @@ def packed_inputs(packing: Packing, ids: torch.Tensor, device: torch.device, *, 
     tokens = torch.where(layout.source >= 0, flat[layout.source.clamp(min=0)], 0)
     labels = torch.nn.functional.pad(tokens[1:], (0, 1))
     index = layout.rank_index(rank)
+    longest = int((layout.cuts[1:] - layout.cuts[:-1]).max())  # on the host: a device max would wait for the GPU
     cuts = layout.cuts.to(device)
-    longest = int((cuts[1:] - cuts[:-1]).max())
     params = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cuts, cu_seqlens_kv=cuts,
                              max_seqlen_q=longest, max_seqlen_kv=longest)
     inputs = dict(input_ids=tokens[index][None].to(device),
@@ -108,4 +108,4 @@ def unpacked_logprobs(next_lp: torch.Tensor, layout: Layout, packing: Packing) -
     rows, width = packing.packed_shape
     place = layout.source.to(whole.device)[real]
     flat = whole.new_zeros(1, rows * width).index_put((torch.zeros_like(place), place), whole[0, real])
-    return packed.unpacked_logprobs(flat, packing)
+    return packed.unpacked_logprobs(flat, packing.to(whole.device))
