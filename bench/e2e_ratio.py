@@ -4,7 +4,9 @@
 
 Prints tokens/s/GPU of each (prompt + completion tokens of a step / step wall s / GPUs, averaged
 over the steps after `--warmup`), the ratio, and each phase's median seconds side by side
-(`timing/train/*`: generation, old and reference log-probs, training, refit, data plane, other).
+(`timing/train/*`: generation, old and reference log-probs, training, refit, data plane, other)
+with the peer's seconds over ours where both spent any: the generation and training components
+of the ratio, measured in the same two runs.
 Both runs must hold every step after the warm-up of both metrics read; anything else is exit 2
 with the reason (a ratio of a truncated run is no figure). `--gpu-util` adds each run's GPU-busy
 fraction and host overhead over the same steps (bench/gpu_busy.py, from NVML utilization sampled
@@ -52,17 +54,27 @@ def summary(run: Path, warmup: int, util: Path | None = None) -> dict:
     return out
 
 
+def speedups(ours: dict, peer: dict) -> dict[str, float]:
+    """Each phase's peer seconds over ours, where both runs spent time in it (a phase one engine
+    skips, as both skip the reference pass at kl_beta 0, has no ratio), and the whole step's."""
+    out = {p: peer["phases_s"][p] / ours["phases_s"][p] for p in PHASES
+           if ours["phases_s"].get(p, 0.0) > 0.0 and peer["phases_s"].get(p, 0.0) > 0.0}
+    return {**out, "step": peer["step_s"] / ours["step_s"]}
+
+
 def table(ours: dict, peer: dict) -> str:
     ratio = ours["tokens_per_sec_per_gpu"] / peer["tokens_per_sec_per_gpu"]
+    faster = speedups(ours, peer)
     lines = [f"tokens/s/GPU  ours {ours['tokens_per_sec_per_gpu']:,.0f}  peer {peer['tokens_per_sec_per_gpu']:,.0f}  "
-             f"ratio {ratio:.2f}x", "", "| phase (median s) | ours | peer |", "|---|---|---|"]
+             f"ratio {ratio:.2f}x", "", "| phase (median s) | ours | peer | peer / ours |", "|---|---|---|---|"]
     for phase in PHASES:
         a, b = ours["phases_s"].get(phase), peer["phases_s"].get(phase)
-        lines.append(f"| {phase} | {'-' if a is None else f'{a:.3f}'} | {'-' if b is None else f'{b:.3f}'} |")
-    lines.append(f"| step | {ours['step_s']:.3f} | {peer['step_s']:.3f} |")
+        times = f"{faster[phase]:.2f}x" if phase in faster else "-"
+        lines.append(f"| {phase} | {'-' if a is None else f'{a:.3f}'} | {'-' if b is None else f'{b:.3f}'} | {times} |")
+    lines.append(f"| step | {ours['step_s']:.3f} | {peer['step_s']:.3f} | {faster['step']:.2f}x |")
     if "gpu" in ours and "gpu" in peer:
         lines.append(f"| GPU busy (host overhead) | {ours['gpu']['gpu_busy']:.1%} ({ours['gpu']['host_overhead']:.1%}) "
-                     f"| {peer['gpu']['gpu_busy']:.1%} ({peer['gpu']['host_overhead']:.1%}) |")
+                     f"| {peer['gpu']['gpu_busy']:.1%} ({peer['gpu']['host_overhead']:.1%}) | |")
     return "\n".join(lines)
 
 
@@ -84,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(ours, peer))
     if args.json:
         ratio = ours["tokens_per_sec_per_gpu"] / peer["tokens_per_sec_per_gpu"]
-        args.json.write_text(json.dumps({"ours": ours, "peer": peer, "ratio": ratio, "warmup": args.warmup},
-                                        indent=1) + "\n")
+        args.json.write_text(json.dumps({"ours": ours, "peer": peer, "ratio": ratio, "peer_over_ours_s":
+                                         speedups(ours, peer), "warmup": args.warmup}, indent=1) + "\n")
     return 0
 
 

@@ -57,19 +57,26 @@ def test_a_refused_recipe_exits_2_with_status_saying_why(tmp_path: Path) -> None
     assert "algorithm.warm_start.steps: the TRL peer runs no warm start" in status["error"]
 
 
-def _write_run(path: Path, steps: list[int], tokens: float) -> Path:
+def _write_run(path: Path, steps: list[int], tokens: float, **phases: float) -> Path:
     path.mkdir()
+    phases = {"generation": 1.5, "training": 0.5, **phases}
     rows = [{"step": s, "performance/tokens_per_sec_per_gpu": tokens, "timing/train/total": 2.0,
-             "timing/train/generation": 1.5, "timing/train/training": 0.5} for s in steps]
+             **{f"timing/train/{p}": v for p, v in phases.items()}} for s in steps]
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
 def test_ratio_of_the_steady_steps(tmp_path: Path, capsys) -> None:
-    ours, trl = _write_run(tmp_path / "ours", [1, 2, 3, 4], 300.0), _write_run(tmp_path / "trl", [1, 2, 3, 4], 100.0)
+    ours = _write_run(tmp_path / "ours", [1, 2, 3, 4], 300.0, generation=0.25, training=0.4, refit=0.02)
+    trl = _write_run(tmp_path / "trl", [1, 2, 3, 4], 100.0)
     assert ratio.main([str(ours), str(trl), "--warmup", "2", "--json", str(tmp_path / "r.json")]) == 0
-    assert "ratio 3.00x" in capsys.readouterr().out
-    assert json.loads((tmp_path / "r.json").read_text())["ratio"] == 3.0
+    out = capsys.readouterr().out
+    assert "ratio 3.00x" in out
+    assert "| generation | 0.250 | 1.500 | 6.00x |" in out and "| training | 0.400 | 0.500 | 1.25x |" in out
+    assert "| refit | 0.020 | - | - |" in out  # TRL has no refit: no ratio
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert saved["ratio"] == 3.0
+    assert saved["peer_over_ours_s"] == {"generation": 6.0, "training": 1.25, "step": 1.0}
 
 
 def test_a_run_missing_a_step_after_warm_up_is_no_figure(tmp_path: Path, capsys) -> None:
