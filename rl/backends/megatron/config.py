@@ -208,7 +208,7 @@ class InterleavedMRoPE(torch.nn.Module):
         self.inv_freq = 1.0 / (rotary_base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
 
     def forward(self, position_ids: torch.Tensor, mrope_section, cp_group=None) -> torch.Tensor:
-        if self.inv_freq.device != position_ids.device:  # moved once: a copy from the host each forward waits for the GPU
+        if self.inv_freq.device != position_ids.device:  # once: a copy from the host each forward waits for the GPU
             self.inv_freq = self.inv_freq.to(position_ids.device)
         angles = mrope_angles(position_ids, self.inv_freq, mrope_section)
         return angles.transpose(0, 1)[:, :, None, :].contiguous()
