@@ -10,7 +10,9 @@ of the ratio, measured in the same two runs.
 Both runs must hold every step after the warm-up of both metrics read; anything else is exit 2
 with the reason (a ratio of a truncated run is no figure). `--gpu-util` adds each run's GPU-busy
 fraction and host overhead over the same steps (bench/gpu_busy.py, from NVML utilization sampled
-beside each run). bench/gpu_e2e.sh runs it on the GPU.
+beside each run). Steps whose kernels the engine traced (`profile.kernel_steps`: they pay the
+tracing) follow the timed ones and are left out of them; their GPU-busy fraction, the kernels' own
+account, is printed beside NVML's. bench/gpu_e2e.sh runs it on the GPU.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from gpu_busy import busy  # noqa: E402
+from gpu_busy import TRACED, busy, untraced_steps  # noqa: E402
 
 from harness.metrics import MetricsError, read_metrics  # noqa: E402
 
@@ -33,11 +35,12 @@ PHASES = ("generation", "old_logprobs", "ref_logprobs", "training", "refit", "da
 
 
 def steady(run: Path, name: str, warmup: int) -> list[float]:
-    """The metric's values of the steps after `warmup`; MetricsError unless there is one and none is missing."""
+    """The metric's values of the untraced steps after `warmup`; MetricsError unless there is one and
+    none is missing."""
     series = read_metrics(run).get(name)
     if not series:
         raise MetricsError(f"{run}: no {name} recorded")
-    steps = sorted(series)
+    steps = untraced_steps(run, sorted(series))
     kept = [s for s in steps if s > warmup]
     if not kept or kept != list(range(warmup + 1, steps[-1] + 1)):
         raise MetricsError(f"{run}: {name} has steps {steps}, need every step after the {warmup} warm-up")
@@ -45,12 +48,17 @@ def steady(run: Path, name: str, warmup: int) -> list[float]:
 
 
 def summary(run: Path, warmup: int, util: Path | None = None) -> dict:
+    metrics = read_metrics(run)
     phases = {p: statistics.median(steady(run, f"timing/train/{p}", warmup))
-              for p in PHASES if f"timing/train/{p}" in read_metrics(run)}
+              for p in PHASES if f"timing/train/{p}" in metrics}
     out = {"run": str(run), "tokens_per_sec_per_gpu": statistics.mean(steady(run, TOKENS, warmup)),
            "step_s": statistics.median(steady(run, TOTAL, warmup)), "phases_s": phases}
     if util is not None:
         out["gpu"] = busy(run, util, warmup)
+    traced = metrics.get(TRACED)
+    if traced:
+        out["traced"] = {"steps": sorted(traced), "gpu_busy": statistics.mean(traced.values()),
+                         "host_overhead": 1.0 - statistics.mean(traced.values())}
     return out
 
 
@@ -73,8 +81,15 @@ def table(ours: dict, peer: dict) -> str:
         lines.append(f"| {phase} | {'-' if a is None else f'{a:.3f}'} | {'-' if b is None else f'{b:.3f}'} | {times} |")
     lines.append(f"| step | {ours['step_s']:.3f} | {peer['step_s']:.3f} | {faster['step']:.2f}x |")
     if "gpu" in ours and "gpu" in peer:
-        lines.append(f"| GPU busy (host overhead) | {ours['gpu']['gpu_busy']:.1%} ({ours['gpu']['host_overhead']:.1%}) "
-                     f"| {peer['gpu']['gpu_busy']:.1%} ({peer['gpu']['host_overhead']:.1%}) | |")
+        lines.append(f"| GPU busy, NVML (host overhead) | {ours['gpu']['gpu_busy']:.1%} "
+                     f"({ours['gpu']['host_overhead']:.1%}) | {peer['gpu']['gpu_busy']:.1%} "
+                     f"({peer['gpu']['host_overhead']:.1%}) | |")
+    for name, run in (("ours", ours), ("peer", peer)):
+        if "traced" in run:
+            t = run["traced"]
+            cells = [f"{t['gpu_busy']:.1%} ({t['host_overhead']:.1%})", "-"]
+            lines.append(f"| GPU busy, kernels traced in steps {t['steps'][0]}-{t['steps'][-1]} (host overhead) | "
+                         f"{' | '.join(cells if name == 'ours' else cells[::-1])} | |")
     return "\n".join(lines)
 
 

@@ -9,8 +9,9 @@ NVML's `utilization.gpu` is the percent of its sample period in which one or mor
 its mean over the timed steps (after the warm-up's compilation and capture) is the GPU-busy
 fraction and 1 minus it the host overhead. The window runs from the end of step `warmup` to the
 end of the last step (`clock/step_end_unix_s` of metrics.jsonl, the run's own clock; nvidia-smi's
-timestamps are that machine's local time). A window with fewer than 10 samples is no figure
-(exit 2), as is a run dir or CSV that does not parse.
+timestamps are that machine's local time); steps whose kernels the engine traced
+(`profile.kernel_steps`, which pay the tracing) close the run and stay out of it. A window with
+fewer than 10 samples is no figure (exit 2), as is a run dir or CSV that does not parse.
 """
 
 from __future__ import annotations
@@ -27,7 +28,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.metrics import MetricsError, read_metrics  # noqa: E402
 
 STEP_END = "clock/step_end_unix_s"
+TRACED = "performance/gpu_busy_fraction"  # written by the steps the engine traced
 MIN_SAMPLES = 10
+
+
+def untraced_steps(run: Path, steps: list[int]) -> list[int]:
+    """`steps` less the traced ones, which must all come after the rest (a traced step inside the
+    window would count its tracing); MetricsError otherwise."""
+    traced = set(read_metrics(run).get(TRACED) or {})
+    kept = [s for s in steps if s not in traced]
+    if kept and traced and min(traced) < kept[-1]:
+        raise MetricsError(f"{run}: traced steps {sorted(traced)} must follow the timed ones ({kept[0]}-{kept[-1]})")
+    return kept
 
 
 def samples(csv: Path) -> list[tuple[float, float]]:
@@ -53,7 +65,9 @@ def busy(run: Path, csv: Path, warmup: int) -> dict:
     ends = read_metrics(run).get(STEP_END)
     if not ends or len(ends) <= warmup:
         raise MetricsError(f"{run}: {STEP_END} has {len(ends or {})} steps, need more than the {warmup} warm-up")
-    steps = sorted(ends)
+    steps = untraced_steps(run, sorted(ends))
+    if len(steps) <= warmup:
+        raise MetricsError(f"{run}: {len(steps)} untraced steps, need more than the {warmup} warm-up")
     start, stop = float(ends[steps[warmup - 1]]), float(ends[steps[-1]])
     window = [util for when, util in samples(csv) if start <= when <= stop]
     if len(window) < MIN_SAMPLES:

@@ -71,6 +71,7 @@ def refusals(cfg: RunConfig) -> list[str]:
          "checkpoint: the TRL peer writes none; set every_steps: 0, at_end: false"),
         (bool(cfg.policy.env or cfg.generation.env), "policy.env, generation.env: the TRL peer is one process; "
                                                      "use the top-level env"),
+        (cfg.profile.kernel_steps is not None, "profile.kernel_steps: the TRL peer traces no kernels; set null"),
         (cfg.batch_rows % cfg.policy.micro_batch_size != 0,
          "policy.micro_batch_size: must divide prompts_per_step x generations_per_prompt"),
     ]

@@ -430,6 +430,18 @@ class LimitsConfig(Section):
 
 
 @dataclass(kw_only=True)
+class ProfileConfig(Section):
+    """What a run measures of itself beyond its metrics (rl/metrics/kernel_trace.py)."""
+
+    kernel_steps: list[int] | None = key(None, shown="[first, last] or null", json={
+        'minItems': 2, 'maxItems': 2, 'items': {'type': 'integer', 'minimum': 1}}, doc=(
+        'trace the CUDA kernels of steps first to last on every GPU (torch.profiler) and write each '
+        "traced step's `performance/gpu_busy_fraction`: the time a GPU ran any kernel, copy or memset "
+        "over the step's wall time, the mean over GPUs (1 minus it: the host overhead). A GPU run's "
+        'key; a traced step pays the tracing (a few percent)'))
+
+
+@dataclass(kw_only=True)
 class RunConfig(Section):
     name: str = key(required=True, shown="`[a-z0-9_]+`, at most 100 characters",
                     json={'pattern': '^[a-z0-9_]+$', 'maxLength': 100}, doc=(
@@ -462,6 +474,7 @@ class RunConfig(Section):
         '(docs/scale-out.md)'))
     checks: ChecksConfig = section(ChecksConfig)
     limits: LimitsConfig = section(LimitsConfig)
+    profile: ProfileConfig = section(ProfileConfig)
     tiny: dict[str, Any] = key({}, filled=False, doc="the tiny twin's overrides, applied by `--scale tiny` (consumed)")
     h200x1: dict[str, Any] = key({}, filled=False, doc=(
         "the 1 x H200 twin's overrides, applied by `--scale h200x1` (consumed)"))
@@ -520,6 +533,7 @@ def _validate(cfg: RunConfig) -> None:
                          f"{cfg.batch_rows} must be divisible by the data-parallel size {cfg.dp_size}")
     _validate_packing(cfg.policy.sequence_packing)
     _validate_data(cfg)
+    _validate_profile(cfg)
     for scope in secret_env.SCOPES:
         for name, value in _lookup(cfg, scope).items():
             if not isinstance(value, str):
@@ -548,6 +562,17 @@ def _validate_packing(packing: SequencePackingConfig) -> None:
     if not packing.enabled:
         raise ValueError("policy.sequence_packing.max_tokens_per_row: read only with policy.sequence_packing."
                          "enabled: true; enable packing or drop the budget")
+
+
+def _validate_profile(cfg: RunConfig) -> None:
+    steps = cfg.profile.kernel_steps
+    if steps is None:
+        return
+    if len(steps) != 2 or not 1 <= steps[0] <= steps[1] <= cfg.algorithm.num_steps:
+        raise ValueError(f"profile.kernel_steps: {steps} is not [first, last] with 1 <= first <= last <= "
+                         f"algorithm.num_steps={cfg.algorithm.num_steps}")
+    if cfg.cluster.device == "cpu":
+        raise ValueError("profile.kernel_steps: traces CUDA kernels; cluster.device is cpu")
 
 
 DATASET_TASKS = ("math",)  # tasks whose problems come from `data:` rather than a generator

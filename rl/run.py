@@ -20,6 +20,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 import traceback
 from dataclasses import replace
 from pathlib import Path
@@ -197,6 +198,7 @@ class Engine:
         self.cluster: Any = None
         self.plane: Any = None  # the data-plane backend (rl/data/plane.py)
         self.generation: Any = None  # GRPO's generate callable over the replicas (rl/generation/replicas.py)
+        self.kernel_trace: Any = None  # profile.kernel_steps' StepTrace (rl/metrics/kernel_trace.py)
         self.ray_temp_dir: str | None = None  # the private Ray's, removed at shutdown
         self.step = runlog.last_step
 
@@ -291,6 +293,11 @@ class Engine:
             self.policy.load_checkpoint(self.ckpt)
             checkpoint.restore_rng(self.ckpt.rng)
         self._report_env(workers)
+        if cfg.profile.kernel_steps:  # the preflight refused it off the GPU
+            from rl.metrics.kernel_trace import StepTrace
+
+            self.kernel_trace = StepTrace(lambda handles, method: cluster.call(handles, method), ranks, gens,
+                                          colocated=cfg.generation.colocated, steps=cfg.profile.kernel_steps)
         if distill:
             from rl.loops.distill import DistillDriver
 
@@ -450,7 +457,7 @@ class Engine:
         for step in range(first, cfg.algorithm.num_steps + 1):
             _check_signalled()
             self.step = step
-            metrics = self.driver.step(step)
+            metrics = self._traced_step(step)
             if self.generation is not None:  # the replicas' balance over this step's rollouts
                 metrics.update(self.generation.take_balance())
             flops_keys = ("total_flops", "num_ranks", "theoretical_tflops")
@@ -469,6 +476,19 @@ class Engine:
             headline = "reward" if "train/reward" in metrics else "kl_loss"
             print(f"step {step}/{cfg.algorithm.num_steps} {headline}={metrics['train/' + headline]:.3f} "
                   f"loss={metrics['train/loss']:.4f} t={metrics['timing/train/total']:.2f}s", flush=True)
+
+    def _traced_step(self, step: int) -> dict[str, Any]:
+        """The driver's step; a step of `profile.kernel_steps` with its kernels traced on every GPU
+        and `performance/gpu_busy_fraction` over the step's wall time."""
+        trace = self.kernel_trace
+        if trace is None or not trace.traces(step):
+            return self.driver.step(step)
+        trace.start()
+        start = time.time_ns()
+        metrics = self.driver.step(step)
+        stop = time.time_ns()
+        metrics["performance/gpu_busy_fraction"] = trace.fraction(start, stop)
+        return metrics
 
     def _save(self, step: int) -> None:
         tmp = checkpoint.begin(self.runlog.run_dir, step, directory=self.cfg.checkpoint.dir)

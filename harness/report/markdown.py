@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.checks.verdict import Verdict
 from harness.report.atomic import write_text_atomic
-from harness.report.phases import phase_rows
+from harness.report.phases import gpu_busy_line, phase_rows
 from harness.report.plots import PlotSpec, draw_metric, plot_filename
 from harness.report.result_json import overall_ok
 
@@ -213,6 +213,9 @@ def write_report_md(
         out += ["## Step phases", "", "Median seconds a step (step 1, with its compilation, left out when there "
                 "are more).", ""]
         out += table(["phase", "median s", "share of step"], phases) + [""]
+        busy = gpu_busy_line(metrics)
+        if busy:
+            out += [busy, ""]
     out += ["## Plots", ""]
     out += plot_section(run_dir, recipe_name=name, verdicts=verdicts, specs=thresholds, metrics=metrics,
                         variants=variants, labels={n: variant_label(recipe, n) for n in variants or {}})

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 PREFIX = "timing/train/"
 TOTAL = PREFIX + "total"
+GPU_BUSY = "performance/gpu_busy_fraction"  # the engine's traced steps (profile.kernel_steps)
 
 
 def steady(series: Mapping[int, float]) -> list[float]:
@@ -35,3 +36,15 @@ def phase_rows(metrics: Mapping[str, Mapping[int, float]]) -> list[list[object]]
             rows.append([name[len(PREFIX):], round(seconds, 4), f"{seconds / step:.1%}" if step > 0 else "-"])
     rows.sort(key=lambda r: -r[1])
     return [*rows, ["total", round(step, 4), "100.0%"]]
+
+
+def gpu_busy_line(metrics: Mapping[str, Mapping[int, float]]) -> str | None:
+    """The traced steps' GPU-busy fraction and host overhead (their mean), or None: no step traced."""
+    series = metrics.get(GPU_BUSY) or {}
+    if not series:
+        return None
+    steps = sorted(series)
+    busy = statistics.mean(float(series[s]) for s in steps)
+    span = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
+    return (f"GPU busy {busy:.1%} of the wall time of {span} (kernels traced, `profile.kernel_steps`): "
+            f"host overhead {1 - busy:.1%}.")

@@ -22,7 +22,7 @@ COMMON = (
     "total_flops", "num_ranks", "theoretical_tflops",
     "timing/train/total", "timing/train/training", "clock/step_end_unix_s",
     "performance/tokens_per_sec_per_gpu", "performance/mfu", "performance/train_tokens_per_sec",
-    "performance/peak_memory_gib",
+    "performance/peak_memory_gib", "performance/gpu_busy_fraction",
 )
 GRPO = (
     "train/reward", "train/pg_loss", "train/token_mult_prob_error", "train/gen_kl_error", "train/kl_penalty",
@@ -64,6 +64,8 @@ ONLY_WHEN: dict[str, tuple[Callable[[Mapping], bool], str]] = {
                                         "a CPU run records no device memory"),
     "performance/training_peak_gib": (lambda r: _get(r, "cluster.device", "cpu") != "cpu",
                                       "a CPU run records no device memory"),
+    "performance/gpu_busy_fraction": (lambda r: bool(_get(r, "profile.kernel_steps")),
+                                      "profile.kernel_steps is not set, so no step traces its kernels"),
     "performance/offloaded_gib": (lambda r: bool(_get(r, "generation.offload_training", False)),
                                   "generation.offload_training is false, so nothing goes to host memory"),
 }

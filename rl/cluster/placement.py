@@ -22,11 +22,13 @@ its own device as cuda:0 (MACHINES.md: Ray 2.60 leaves it alone for actors that 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 __all__ = ["CPUS_PER_GPU", "GPU_DEVICES", "WORKER_CPUS", "ActorSlot", "Placement", "generation_replicas", "is_gpu",
            "plan_placement"]
 
 WORKER_CPUS = 0.25
+T = TypeVar("T")
 CPUS_PER_GPU = 2
 GPU_SHARE_COLOCATED = 0.5
 GPU_DEVICES = ("h100", "h200", "a100")
@@ -69,6 +71,18 @@ class Placement:
     @property
     def num_cpus(self) -> float:
         return sum(b.get("CPU", 0) for b in self.bundles)
+
+
+def per_gpu(ranks: list[T], gens: list[T], *, colocated: bool) -> list[list[T]]:
+    """What each GPU's processes answered: policy rank i's with generation replica i's where they
+    share a GPU (colocated), every other process alone on its own."""
+    gpus = [[r] for r in ranks]
+    for i, g in enumerate(gens):
+        if colocated and i < len(gpus):
+            gpus[i].append(g)
+        else:
+            gpus.append([g])
+    return gpus
 
 
 def generation_replicas(asked: int | None, *, device: str, world_size: int, colocated: bool) -> int:

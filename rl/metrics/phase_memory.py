@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rl.cluster.placement import per_gpu
+
 __all__ = ["PhaseMemory"]
 
 
@@ -40,10 +42,5 @@ class PhaseMemory:
 def gpu_peaks(ranks: Sequence[tuple[float, float]], gens: Sequence[tuple[float, float]], *, colocated: bool) -> float:
     """The largest per-GPU peak: rank i's plus replica i's where they share a GPU (colocated),
     every process alone otherwise."""
-    per_gpu = [peak for _, peak in ranks]
-    for i, (_, peak) in enumerate(gens):
-        if colocated and i < len(per_gpu):
-            per_gpu[i] += peak
-        else:
-            per_gpu.append(peak)
-    return max(per_gpu, default=0.0)
+    gpus = per_gpu([peak for _, peak in ranks], [peak for _, peak in gens], colocated=colocated)
+    return max((sum(peaks) for peaks in gpus), default=0.0)

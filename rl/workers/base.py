@@ -73,6 +73,20 @@ class WorkerBase:
             torch.cuda.reset_peak_memory_stats()
         return out
 
+    def kernel_trace_start(self) -> None:
+        """Begin tracing this process's CUDA kernels (`profile.kernel_steps`, rl/metrics/kernel_trace.py)."""
+        from rl.metrics.kernel_trace import KernelTrace
+
+        if self.device != "cuda":
+            raise RuntimeError(f"{self.name}: profile.kernel_steps traces CUDA kernels; this worker runs on the CPU")
+        self._kernel_trace = KernelTrace()
+        self._kernel_trace.start()
+
+    def kernel_trace_stop(self) -> Any:
+        """The traced kernels, copies and memsets since `kernel_trace_start`: int64 [n, 2] epoch ns."""
+        trace, self._kernel_trace = self._kernel_trace, None
+        return trace.stop()
+
     def info(self, salt: str = "") -> dict[str, Any]:
         """This worker's env.json record: who it is, where it runs, and a salted hash of each
         recipe env value it saw, None where unset (never the value: secrets pass through here)."""

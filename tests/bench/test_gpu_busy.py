@@ -69,3 +69,13 @@ def test_the_command_line_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
     assert gpu_busy.main([str(run), str(tmp_path / "absent.csv"), "--warmup", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpu_busy: ") and err.count("\n") == 1
+
+
+def test_traced_steps_at_the_end_stay_out_of_the_window(tmp_path: Path) -> None:
+    run = _run(tmp_path, [T0 + 10, T0 + 12, T0 + 14, T0 + 16])
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows[3][gpu_busy.TRACED] = 0.9  # step 4 traced its kernels: the window ends with step 3
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    points = [(T0 + 12 + i * 0.1, 80.0) for i in range(21)] + [(T0 + 14.05 + i * 0.1, 10.0) for i in range(19)]
+    got = gpu_busy.busy(run, _csv(tmp_path, points), warmup=2)
+    assert got["window_s"] == pytest.approx(2.0) and got["gpu_busy"] == pytest.approx(0.8)

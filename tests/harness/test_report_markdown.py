@@ -124,3 +124,19 @@ def test_report_shows_the_step_phases_leaving_out_step_one(tmp_path):
     path = write_report_md(tmp_path, recipe={"name": "r"}, plan=None, status={}, verdicts=[], metrics=metrics)
     text = path.read_text()
     assert "## Step phases" in text and "| generation | 6 | 60.0% |" in text
+
+
+def test_report_gives_the_traced_steps_gpu_busy_fraction(tmp_path):
+    from harness.report.phases import gpu_busy_line
+
+    metrics = {"timing/train/total": {1: 60.0, 2: 10.0, 3: 12.0, 4: 10.0},
+               "timing/train/training": {1: 10.0, 2: 4.0, 3: 5.0, 4: 4.0},
+               "performance/gpu_busy_fraction": {3: 0.95, 4: 0.93}}
+    line = "GPU busy 94.0% of the wall time of steps 3-4 (kernels traced, `profile.kernel_steps`): host overhead 6.0%."
+    assert gpu_busy_line(metrics) == line
+    one = gpu_busy_line({"performance/gpu_busy_fraction": {2: 0.5}})
+    assert one.startswith("GPU busy 50.0% of the wall time of step 2 ")
+    assert gpu_busy_line({"timing/train/total": {1: 1.0}}) is None
+    path = write_report_md(tmp_path, recipe={"name": "r"}, plan=None, status={}, verdicts=[], metrics=metrics)
+    text = path.read_text()
+    assert line in text.split("## Step phases")[1]

@@ -41,9 +41,10 @@ def test_what_trl_cannot_do_as_our_engine_does_is_refused_by_key() -> None:
     data["algorithm"]["loss"]["is_correction"] = True
     data["cluster"]["devices_per_node"] = 2
     data["checkpoint"]["at_end"] = True  # a final checkpoint TRL would not write
+    data["profile"] = {"kernel_steps": [2, 3]}
     lines = peer.refusals(parse_config(data))
     assert [line.split(":")[0] for line in lines] == ["cluster", "algorithm.baseline", "algorithm.loss.is_correction",
-                                                      "checkpoint"]
+                                                      "checkpoint", "profile.kernel_steps"]
 
 
 def test_a_refused_recipe_exits_2_with_status_saying_why(tmp_path: Path) -> None:
@@ -83,3 +84,28 @@ def test_a_run_missing_a_step_after_warm_up_is_no_figure(tmp_path: Path, capsys)
     ours, trl = _write_run(tmp_path / "ours", [1, 2, 3, 5], 300.0), _write_run(tmp_path / "trl", [1, 2], 100.0)
     assert ratio.main([str(ours), str(trl), "--warmup", "2"]) == 2
     assert "need every step after the 2 warm-up" in capsys.readouterr().err
+
+
+def test_traced_steps_stay_out_of_the_ratio_and_give_the_kernels_busy_fraction(tmp_path: Path, capsys) -> None:
+    ours = _write_run(tmp_path / "ours", [1, 2, 3, 4], 300.0)
+    with (ours / "metrics.jsonl").open("a") as f:  # step 5 traced its kernels: slower, and its own figure
+        f.write(json.dumps({"step": 5, "performance/tokens_per_sec_per_gpu": 1.0, "timing/train/total": 9.0,
+                            "timing/train/generation": 7.0, "timing/train/training": 2.0,
+                            "performance/gpu_busy_fraction": 0.93}) + "\n")
+    trl = _write_run(tmp_path / "trl", [1, 2, 3, 4], 100.0)
+    assert ratio.main([str(ours), str(trl), "--warmup", "2", "--json", str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert "ratio 3.00x" in out and "| step | 2.000 | 2.000 | 1.00x |" in out
+    assert "| GPU busy, kernels traced in steps 5-5 (host overhead) | 93.0% (7.0%) | - | |" in out
+    saved = json.loads((tmp_path / "r.json").read_text())["ours"]["traced"]
+    assert saved["steps"] == [5] and saved["gpu_busy"] == 0.93
+
+
+def test_a_traced_step_among_the_timed_ones_is_no_figure(tmp_path: Path, capsys) -> None:
+    ours = _write_run(tmp_path / "ours", [1, 2, 3, 4], 300.0)
+    rows = [json.loads(line) for line in (ours / "metrics.jsonl").read_text().splitlines()]
+    rows[2]["performance/gpu_busy_fraction"] = 0.9  # step 3 traced, 4 not
+    (ours / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    trl = _write_run(tmp_path / "trl", [1, 2, 3, 4], 100.0)
+    assert ratio.main([str(ours), str(trl), "--warmup", "2"]) == 2
+    assert "traced steps [3] must follow the timed ones" in capsys.readouterr().err

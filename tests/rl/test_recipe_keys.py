@@ -155,6 +155,7 @@ READERS: dict[str, tuple[str, str]] = {
     "data.val_every_steps": ("rl/run.py", "cfg.data.val_every_steps"),
     "data.val_max_samples": ("rl/envs/math.py", "self.data.val_max_samples"),
     "checkpoint.dir": ("rl/run.py", "cfg.checkpoint.dir"),
+    "profile.kernel_steps": ("rl/run.py", "cfg.profile.kernel_steps"),
 }
 
 # Leaves the engine honours only in some values: (a value it cannot honour, the refusal's start).
@@ -169,6 +170,7 @@ REFUSED: dict[str, tuple[object, str]] = {
     "policy.precision": ("bf16", "policy.precision: the torch backend trains in fp32 only"),
     "policy.distributed_optimizer": (True, "policy.distributed_optimizer: the torch backend"),
     "policy.sequence_packing.max_tokens_per_row": (64, "policy.sequence_packing.max_tokens_per_row: read only with"),
+    "profile.kernel_steps": ([2, 3], "profile.kernel_steps: traces CUDA kernels; cluster.device is cpu"),
 }
 # policy.sequence_packing.enabled: true is refused for megatron with cp > 1 or a VLM, and for
 # distillation: tests/rl/test_preflight.py.
