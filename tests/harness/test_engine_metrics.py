@@ -10,9 +10,10 @@ GRPO = {"engine": "rl", "algorithm": {"name": "grpo", "loss": {"kl_beta": 0.0}},
         "data": {"val_every_steps": 0}}
 
 
-def test_every_listed_metric_of_a_grpo_run_on_a_gpu_with_kl_validation_and_offload_is_written():
+def test_every_listed_metric_of_a_grpo_run_on_a_gpu_with_kl_validation_offload_and_a_trace_is_written():
     recipe = {**GRPO, "algorithm": {"name": "grpo", "loss": {"kl_beta": 0.01}}, "cluster": {"device": "h200"},
-              "data": {"val_every_steps": 10}, "generation": {"offload_training": True}}
+              "data": {"val_every_steps": 10}, "generation": {"offload_training": True},
+              "profile": {"kernel_steps": [2, 3]}}
     assert [m for m in BY_ALGORITHM["grpo"] if why_unwritten(recipe, m)] == []
 
 
@@ -21,6 +22,7 @@ def test_every_listed_metric_of_a_grpo_run_on_a_gpu_with_kl_validation_and_offlo
     ("val/accuracy", "val_every_steps is not set"),
     ("performance/peak_memory_gib", "a CPU run records no device memory"),
     ("performance/offloaded_gib", "generation.offload_training is false"),
+    ("performance/gpu_busy_fraction", "profile.kernel_steps is not set"),
     ("train/kl_loss", "write no such metric"),  # distillation's, not GRPO's
     ("train/rewards", "did you mean train/reward?"),
 ])
