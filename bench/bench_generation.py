@@ -46,6 +46,9 @@ the hf_* variants always are). Variants:
                one block a split and dead blocks branched over)
   ours_graphs_layer_increments  ours_graphs with each attention layer advancing its own cache
                position (`use_attention_step(one_increment=False)`: a one-element add a layer)
+  ours_graphs_bounded  ours_graphs with the split-K attention told the cache's write position
+               (`bound_by_write_position`): it loads keys under the written end, beside the mask's
+               bytes, where ours_graphs loads them after (a candidate)
   ours_graphs_draw_torch  ours_graphs with the draw's second level in torch (~8 small kernels),
                where ours_graphs runs rl.generation.draw_kernel's one
   ours_graphs_autotune  ours_graphs with the step compiled in "max-autotune-no-cudagraphs" mode
@@ -88,7 +91,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 # ours_graphs and its one-part variants
 OURS_GRAPHS = ("ours_graphs", "ours_graphs_autotune", "ours_graphs_draw_torch", "ours_graphs_torch_stats",
                "ours_graphs_conv_torch", "ours_graphs_attention_torch", "ours_graphs_head_copy",
-               "ours_graphs_grid_launch", "ours_graphs_layer_increments")
+               "ours_graphs_grid_launch", "ours_graphs_layer_increments", "ours_graphs_bounded")
 VARIANTS = (*OURS_GRAPHS, "ours_graphs_hf_gdn", "ours_graphs_sdpa", "ours_graphs_unfused", "ours_static", "ours_eager",
             "hf_static", "hf_dynamic")
 # the variants whose model runs the Triton decode kernel (the decode step; the prompt is sdpa's)
@@ -195,13 +198,13 @@ def profile(fn, path: str, title: str, steps: int) -> None:
 
 
 def worker_model(unfused, *, attention_step: bool = True, one_increment: bool = True, gdn_step: bool = True,
-                 conv_kernel: bool = True, batch_launch: bool = True):
+                 conv_kernel: bool = True, batch_launch: bool = True, bounded: bool = False):
     """A copy of `unfused` with the generation worker's decode parts (stacked projections, the
     attention step, the gated-delta-net step, the attention's launch by batch); a keyword changes one
     part (a one-part variant)."""
     import copy
 
-    from rl.generation.attention_step import use_attention_step
+    from rl.generation.attention_step import bound_by_write_position, use_attention_step
     from rl.generation.decode_attention import launch_by_batch
     from rl.generation.fused_projections import fuse_projections
     from rl.generation.gdn_decode import use_gdn_decode
@@ -214,6 +217,8 @@ def worker_model(unfused, *, attention_step: bool = True, one_increment: bool = 
         use_gdn_decode(model, conv_kernel=conv_kernel)
     if batch_launch:
         launch_by_batch(model)
+    if bounded:
+        bound_by_write_position(model)
     return model
 
 
@@ -275,6 +280,7 @@ def main() -> None:
     graphs_attention_torch = variant("ours_graphs_attention_torch", attention_step=False)
     grid_launch = variant("ours_graphs_grid_launch", batch_launch=False)
     layer_increments = variant("ours_graphs_layer_increments", one_increment=False)
+    bounded = variant("ours_graphs_bounded", bounded=True)
     our_model = worker_model(unfused)
     has_gdn_step = any(hasattr(m, "fused_in_proj") for m in our_model.modules())  # use_gdn_decode's stacked input
     gdn_step = "triton" if has_gdn_step and triton_runs(prompt) else "-"
@@ -303,6 +309,7 @@ def main() -> None:
         "ours_graphs_head_copy": lambda: head_copy.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_grid_launch": lambda: grid_launch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_layer_increments": lambda: layer_increments.generate(prompt, seeds=seeds, **ours),
+        "ours_graphs_bounded": lambda: bounded.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_conv_torch": lambda: graphs_conv_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_attention_torch": lambda: graphs_attention_torch.generate(prompt, seeds=seeds, **ours),
         "ours_graphs_hf_gdn": lambda: graphs_hf_gdn.generate(prompt, seeds=seeds, **ours),
@@ -316,6 +323,7 @@ def main() -> None:
     decoders = {"ours_graphs": graphs, "ours_graphs_autotune": autotuned, "ours_graphs_torch_stats": torch_stats,
                 "ours_graphs_draw_torch": draw_torch, "ours_graphs_head_copy": head_copy,
                 "ours_graphs_grid_launch": grid_launch, "ours_graphs_layer_increments": layer_increments,
+                "ours_graphs_bounded": bounded,
                 "ours_graphs_conv_torch": graphs_conv_torch, "ours_graphs_attention_torch": graphs_attention_torch,
                 "ours_graphs_hf_gdn": graphs_hf_gdn, "ours_graphs_sdpa": graphs_sdpa,
                 "ours_graphs_unfused": graphs_unfused, "ours_static": static}

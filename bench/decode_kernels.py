@@ -4,6 +4,9 @@ against the torch arithmetic compiled as the step compiles it.
 
     python3 bench/decode_kernels.py --batches 64,256        # one JSON line per measurement
 
+Each launch is timed twice: with the mask alone, and told the cache's write position
+(`written`, `written_bound` in its row: keys loaded beside the mask's bytes, not after them).
+
 Why: a launch parameter moves a kernel's time by tens of percent at these shapes, and the whole
 decode benchmark takes a minute a variant; here each candidate is timed in a fraction of a second by
 `triton.testing.do_bench_cudagraph` (replayed from a CUDA graph, as the decode step is), so a sweep
@@ -73,11 +76,14 @@ def attention_rows(batch: int, warm: bool):
         k, v = (torch.randn(batch, hkv, CACHE, dim, device=DEVICE, dtype=torch.bfloat16, generator=g) for _ in range(2))
         mask = (torch.arange(CACHE, device=DEVICE) < LIVE).view(1, 1, 1, CACHE).expand(batch, 1, 1, CACHE)
         live_bytes = 2 * batch * hkv * LIVE * dim * 2
-        for launch in launches():
-            us = time_us(lambda: launch_flash_decode(q, k, v, mask, dim ** -0.5, launch), warm)
+        position = torch.tensor(LIVE, device=DEVICE)  # the cache's write position: LIVE columns written
+        for launch, bounded in itertools.product(launches(), (False, True)):  # bounded: told the write position
+            written = position if bounded else None
+            us = time_us(lambda: launch_flash_decode(q, k, v, mask, dim ** -0.5, launch, written=written), warm)
             if us is not None:
                 yield dict(kernel="flash_decode", model=model, batch=batch, cache=CACHE, live=LIVE,
-                           launch=launch.__dict__, us=round(us, 2), live_tb_per_s=round(live_bytes / us / 1e6, 2))
+                           launch=launch.__dict__, written_bound=bounded, us=round(us, 2),
+                           live_tb_per_s=round(live_bytes / us / 1e6, 2))
 
 
 def stats_rows(batch: int, warm: bool):

@@ -150,8 +150,12 @@ def _forward(self, hidden_states, position_embeddings, attention_mask, cache=Non
         cache = cache if cache is not None else past_key_values
         torch._foreach_add_([cache.layers[i].cumulative_length for i in self.step_increments], 1)
     gate = qkv[:, :heads * 2 * dim].view(batch, heads, 2 * dim)[:, :, dim:]
+    # `bound_by_write_position`: the columns written end at the position, plus this step's own
+    # column where the position has not yet advanced (a layer before the last under one_increment)
+    written = layer.cumulative_length if getattr(self, "flash_bounded", False) else None
     out = flash_decode(query, layer.keys, layer.values, attention_mask, default_scale(query, self.scaling), gate,
-                       by_batch=getattr(self, "flash_by_batch", False))
+                       by_batch=getattr(self, "flash_by_batch", False), written=written,
+                       written_offset=1 if self.step_increments == () else 0)
     return self.o_proj(out.reshape(batch, 1, -1)), None
 
 
@@ -181,4 +185,15 @@ def use_attention_step(model: nn.Module, *, one_increment: bool = False) -> int:
         module.step_increments = None  # its own add, as the cache's update
         if one_increment:
             module.step_increments = tuple(m.layer_idx for m in stepped) if module.layer_idx == last else ()
+    return len(stepped)
+
+
+def bound_by_write_position(model: nn.Module) -> int:
+    """Give every stepped attention layer's `flash_decode` its cache's write position (`written`),
+    in place; returns how many layers. The split kernel then loads keys under the written end,
+    beside the mask's bytes instead of after them. Opt-in: not the generation worker's until timed
+    in the step (bench/bench_generation.py `ours_graphs_bounded`)."""
+    stepped = [m for m in model.modules() if isinstance(m, _layer_classes()) and hasattr(m, "projections_forward")]
+    for module in stepped:
+        module.flash_bounded = True
     return len(stepped)

@@ -85,16 +85,23 @@ def num_splits(programs: int, length: int, multiprocessors: int, launch: Launch 
 if triton is not None:
 
     @triton.jit
-    def _split_kernel(Q, K, V, Mask, OutPart, LsePart, scale, length, kv_heads,
+    def _split_kernel(Q, K, V, Mask, Bound, OutPart, LsePart, scale, length, kv_heads, bound_offset,
                       sqb, sqh, sqd, skb, skh, skn, skd, svb, svh, svn, svd, smb, smn,
                       G: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCKS: tl.constexpr,
                       D: tl.constexpr, HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
-                      SKIP_DEAD: tl.constexpr):
+                      SKIP_DEAD: tl.constexpr, HAS_BOUND: tl.constexpr):
         """Program (split s, row b x kv head h): the G query heads' softmax over the split's live keys,
         normalised, and its log-sum-exp (-inf, output 0, when the split has no live key). UPCAST:
         products in fp32 (the interpreter multiplies bf16's raw bits). SKIP_DEAD: a block with no
         live key is branched over; off, its keys are loaded under the mask (a dead lane reads no
-        memory) and, with no branch in the loop, Triton can pipeline the blocks' loads."""
+        memory) and, with no branch in the loop, Triton can pipeline the blocks' loads.
+
+        HAS_BOUND: the columns written so far end at Bound[0] + bound_offset (the cache's device
+        write position, read once). Keys and values are then loaded under that end alone, beside
+        the mask's bytes instead of after them (a load that waits for another costs a memory latency
+        a block; a block past the end reads nothing, as a dead block does without the bound); the
+        mask still decides which keys count, and a key it leaves out is zeroed after its load (a
+        hole's column holds anything)."""
         s = tl.program_id(0)
         bh = tl.program_id(1)
         b = bh // kv_heads
@@ -109,16 +116,27 @@ if triton is not None:
         m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_G], tl.float32)
         acc = tl.zeros([BLOCK_G, D], tl.float32)
+        end = length
+        if HAS_BOUND:
+            end = tl.minimum(tl.load(Bound).to(tl.int32) + bound_offset, length)
         for i in range(BLOCKS):  # the split: BLOCKS blocks of keys from s x BLOCKS x BLOCK_N
             cols = (s * BLOCKS + i) * BLOCK_N + n
-            live = cols < length
+            written = cols < end
+            live = written
             if HAS_MASK:
-                live = live & (tl.load(Mask + b * smb + cols * smn, mask=live, other=0) != 0)
+                live = live & (tl.load(Mask + b * smb + cols * smn, mask=written, other=0) != 0)
+            if HAS_BOUND:
+                loaded = written  # not the mask: the loads need not wait for its bytes
+            else:
+                loaded = live
             if not SKIP_DEAD or tl.max(live.to(tl.int32), axis=0) > 0:  # a dead block: its mask bytes only
-                k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + d[None, :] * skd, mask=live[:, None],
+                k = tl.load(K + b * skb + h * skh + cols[:, None] * skn + d[None, :] * skd, mask=loaded[:, None],
                             other=0.0)
-                v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + d[None, :] * svd, mask=live[:, None],
+                v = tl.load(V + b * svb + h * svh + cols[:, None] * svn + d[None, :] * svd, mask=loaded[:, None],
                             other=0.0)  # issued beside k's load, not after the scores
+                if HAS_BOUND and HAS_MASK:  # a written key the mask leaves out: zero, whatever it held
+                    k = tl.where(live[:, None], k, 0.0)
+                    v = tl.where(live[:, None], v, 0.0)
                 if UPCAST:
                     k, v = k.to(tl.float32), v.to(tl.float32)
                 scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
@@ -163,7 +181,8 @@ if triton is not None:
 
 @torch.library.custom_op("rl::flash_decode", mutates_args=())
 def flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                 scale: float, gate: torch.Tensor | None = None, by_batch: bool = False) -> torch.Tensor:
+                 scale: float, gate: torch.Tensor | None = None, by_batch: bool = False,
+                 written: torch.Tensor | None = None, written_offset: int = 0) -> torch.Tensor:
     """Attention of one query token per row over a cache, a torch op (opaque to `torch.compile`).
 
     Args:
@@ -174,15 +193,21 @@ def flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ma
             output's rounding (Qwen3.5's gated attention, `rl.generation.attention_step`).
         by_batch: launched as `launch_for` says for its rows (the generation worker's,
             `rl.generation.decode_attention.launch_by_batch`), else as `LAUNCH`.
+        written, written_offset: a one-element integer tensor on the device (a static cache
+            layer's write position) such that written[0] + written_offset columns of every row are
+            written, the rest not; or None. With it the kernel loads keys under that end without
+            waiting for the mask (`_split_kernel`'s HAS_BOUND); the mask, which must leave out
+            every column from that end on, still decides.
     Returns:
         [B, 1, Hq, D] in the query's dtype (HF's attention-function layout).
     """
     launch = launch_for(query.shape[0] * key.shape[1], _multiprocessors(query.device)) if by_batch else LAUNCH
-    return launch_flash_decode(query, key, value, mask, scale, launch, gate)
+    return launch_flash_decode(query, key, value, mask, scale, launch, gate, written, written_offset)
 
 
 def launch_flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                        scale: float, launch: Launch, gate: torch.Tensor | None = None) -> torch.Tensor:
+                        scale: float, launch: Launch, gate: torch.Tensor | None = None,
+                        written: torch.Tensor | None = None, written_offset: int = 0) -> torch.Tensor:
     """`flash_decode` launched as `launch` says."""
     B, Hq, _, D = query.shape
     Hkv, L = key.shape[1], key.shape[2]
@@ -197,11 +222,12 @@ def launch_flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     upcast = INTERPRET and query.dtype == torch.bfloat16
     precision = "ieee" if query.dtype == torch.float32 or upcast else "tf32"  # bf16/fp16 products ignore it
     _split_kernel[(splits, B * Hkv)](
-        query, key, value, flags, part, lse, scale, L, Hkv,
+        query, key, value, flags, written if written is not None else flags, part, lse, scale, L, Hkv, written_offset,
         query.stride(0), query.stride(1), query.stride(3), *key.stride(), *value.stride(),
         flags.stride(0) if flags.shape[0] > 1 else 0, flags.stride(-1),  # a mask of one row serves every row
         G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), BLOCK_N=launch.block_n, BLOCKS=per_split, D=D,
         HAS_MASK=mask is not None, PRECISION=precision, UPCAST=upcast, SKIP_DEAD=launch.skip_dead,
+        HAS_BOUND=written is not None,
         num_warps=launch.split_warps, **({"num_stages": launch.split_stages} if launch.split_stages else {}))
     gate, gate_strides = (gate, gate.stride()) if gate is not None else (out, (0, 0, 0))  # out: an unread placeholder
     _merge_kernel[(B * Hq,)](part, lse, out, gate, splits, Hkv, out.stride(0), out.stride(2), *gate_strides,
@@ -211,7 +237,7 @@ def launch_flash_decode(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
 
 
 @flash_decode.register_fake
-def _(query, key, value, mask, scale, gate=None, by_batch=False):
+def _(query, key, value, mask, scale, gate=None, by_batch=False, written=None, written_offset=0):
     B, Hq, _, D = query.shape
     return query.new_empty(B, 1, Hq, D)
 

@@ -180,3 +180,35 @@ def test_one_increment_advances_every_layer_s_write_position(triton_device: str)
     want, got = static_sample(model), static_sample(stepped)
     assert torch.equal(got.input_ids, want.input_ids)
     assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("one_increment", [False, True])
+def test_the_write_bound_decodes_the_same(triton_device: str, one_increment: bool,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bound_by_write_position`: each stepped layer hands the kernel its cache's write position
+    and the offset that makes it the count of written columns (1 where the position has not yet
+    advanced: a layer before the last under one_increment), and the tokens stay the same."""
+    import rl.generation.attention_step as attention_step
+    from rl.config import ModelConfig
+    from rl.generation.attention_step import bound_by_write_position
+    from rl.models import build_model
+
+    config = {"layer_types": ["full_attention", "linear_attention", "full_attention"], "num_hidden_layers": 3}
+    model = build_model(ModelConfig(family="qwen3_5", config=config), vocab_size=52, seed=0).to(triton_device)
+    use_grouped_decode_attention(model, flash=True)
+    fuse_projections(model)
+    stepped = copy.deepcopy(model)
+    use_attention_step(stepped, one_increment=one_increment)
+    assert bound_by_write_position(stepped) == 2
+    ends, kernel = [], attention_step.flash_decode
+
+    def recorded(*args, written=None, written_offset=0, **kwargs):
+        ends.append(int(written) + written_offset)
+        return kernel(*args, written=written, written_offset=written_offset, **kwargs)
+
+    monkeypatch.setattr(attention_step, "flash_decode", recorded)
+    want, got = static_sample(model), static_sample(stepped)
+    assert torch.equal(got.input_ids, want.input_ids)
+    assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
+    # the 9-column prompt, then each step's token written before its attention: 10, 11, ... both layers alike
+    assert ends == [n for n in range(10, 10 + len(ends) // 2) for _ in range(2)] and len(ends) >= 18

@@ -172,3 +172,29 @@ def test_a_model_launched_by_batch_samples_the_same_tokens(device: str) -> None:
     want, got = static_sample(model), static_sample(by_batch)
     assert torch.equal(got.input_ids, want.input_ids)
     assert (got.gen_logprobs - want.gen_logprobs).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("launch", [LAUNCH, FEW_PROGRAMS, Launch(block_n=32, programs_per_sm=4)],
+                         ids=["default", "few-programs", "small-blocks"])
+@pytest.mark.parametrize("written, offset", [(300, 0), (299, 1), (9, 0), (200, 1), (7 * 64 + 5, 0)])
+def test_a_write_bound_equals_masked_attention(device: str, launch: Launch, written: int, offset: int) -> None:
+    """`written`: the kernel loads keys under written[0] + offset alone; the mask's holes (left
+    padding, NaN in the cache here) still count for nothing, and a split past the end gives no
+    key. Every row is written to the same end, as a static cache's rows are."""
+    length = 7 * 64 + 5
+    end = written + offset
+    live = [(min(first, end - 1), end) for first in (0, 40, end - 1, 64, 3)]  # holes of every size
+    (q, k, v), mask = _case(len(live), 2, 4, length, 64, torch.bfloat16, device, live)
+    position = torch.tensor([written], dtype=torch.long, device=device)
+    got = launch_flash_decode(q, k, v, mask, 0.125, launch, written=position, written_offset=offset)
+    torch.testing.assert_close(got.float(), _reference(q, k, v, mask, 0.125).to(got.device), rtol=0,
+                               atol=TOLERANCE[torch.bfloat16])
+    assert torch.equal(got, flash_decode(q, k, v, mask, 0.125, by_batch=launch is FEW_PROGRAMS, written=position,
+                                         written_offset=offset)) or launch not in (LAUNCH, FEW_PROGRAMS)
+
+
+def test_the_bounded_op_traces_for_torch_compile(device: str) -> None:
+    (q, k, v), mask = _case(2, 2, 4, 70, 64, torch.float32, device, [(0, 50), (5, 50)])
+    position = torch.tensor([49], dtype=torch.long, device=device)
+    torch.library.opcheck(flash_decode, (q, k, v, mask, 0.125, None, False, position, 1),
+                          test_utils=("test_schema", "test_faketensor"))
