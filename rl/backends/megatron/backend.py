@@ -82,8 +82,8 @@ PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 class Staged(NamedTuple):
     """One forward of a pass, ready on the device (`MegatronBackend._staged`): the model's inputs,
     its logits' map to the rows' [B, T] log-probs, the sequence length and micro-batch size (a
-    pipeline's activation shape), the micro-batch's columns and the batch rows it holds (its first
-    len(rows); the rest are padding copies)."""
+    pipeline's activation shape), the micro-batch's columns on the device (a train step's; {} in a
+    log-prob pass) and the batch rows it holds (its first len(rows); the rest are padding copies)."""
 
     inputs: dict[str, Any]
     to_logprobs: Callable[[torch.Tensor], torch.Tensor]
@@ -321,9 +321,11 @@ class MegatronBackend:
         layout = self.padded_layout if packing is None else self.packed_layout
         return layout.prepare(mb, images, packing)
 
-    def _staged(self, columns: dict[str, torch.Tensor], size: int, images: tuple[str, ...]) -> list[Staged]:
+    def _staged(self, columns: dict[str, torch.Tensor], size: int, images: tuple[str, ...], *,
+                loss_columns: bool) -> list[Staged]:
         """A pass's forwards of `size` rows of host `columns`, each prepared on the host and its
-        inputs and columns sent to the device, all before the first forward is queued.
+        inputs (with `loss_columns`, also its columns, which the loss reads) sent to the device, all
+        before the first forward is queued.
 
         Why all first: a copy between host and device waits for the GPU (torch synchronises the
         stream after a blocking host-to-device copy; a read back waits for it by nature). Made
@@ -333,7 +335,9 @@ class MegatronBackend:
         out = []
         for mb, rows, packing in self._forwards(columns, size):
             inputs, to_logprobs, seq_len, mbs = self._prepare(mb, images, packing)
-            out.append(Staged(inputs, to_logprobs, seq_len, mbs, {k: v.to(dev) for k, v in mb.items()}, rows))
+            # non-blocking: no stream sync a column; from pageable memory the copy takes its source before it returns
+            sent = {k: v.to(dev, non_blocking=True) for k, v in mb.items()} if loss_columns else {}
+            out.append(Staged(inputs, to_logprobs, seq_len, mbs, sent, rows))
         return out
 
     @torch.no_grad()
@@ -351,7 +355,7 @@ class MegatronBackend:
             return out
         model.eval()
         cut = self._staged({"input_ids": input_ids, "attention_mask": attention_mask, **images},
-                           self.logprob_batch_size, tuple(images))
+                           self.logprob_batch_size, tuple(images), loss_columns=False)
         if self.parallel.pp > 1:
             steps = []
             for part in cut:
@@ -390,7 +394,7 @@ class MegatronBackend:
             raise ValueError(refusal)
         if batch["input_ids"].shape[0]:
             images = tuple(f for f in IMAGE_FIELDS if f in batch)
-            cut = self._staged({k: batch[k] for k in fields + images}, self.micro_batch_size, images)
+            cut = self._staged({k: batch[k] for k in fields + images}, self.micro_batch_size, images, loss_columns=True)
             if self.parallel.pp > 1:
                 self._pipeline_train(cut, num_tokens=num_tokens, loss_cfg=loss_cfg, sums=sums)
             else:
