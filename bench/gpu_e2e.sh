@@ -58,11 +58,13 @@ run() {  # run NAME RECIPE LIMIT_S [OVERRIDE...]: the run, NVML's utilization sa
   return "$code"
 }
 TRACED=$((STEPS + 1))  # after the timed steps: a traced step pays the tracing, so it is no throughput figure
-run ours recipes/perf_grpo_dense_1b.yaml 300 "algorithm.num_steps=$TRACED" "profile.kernel_steps=[$TRACED,$TRACED]" || exit 1
+run ours recipes/perf_grpo_dense_1b.yaml 300 "algorithm.num_steps=$TRACED" "profile.kernel_steps=[$TRACED,$TRACED]"
+ours_rc=$?  # a run that died in its traced step still holds the timed ones: the ratio reads them, the exit says it
 run trl recipes/perf_grpo_dense_1b_trl.yaml 240 || exit 1
 echo "== ratio (steps 3-$STEPS)"
 python3 bench/e2e_ratio.py "$DEST/ours" "$DEST/trl" --warmup 2 --json "$DEST/ratio.json" \
   --gpu-util "$DEST/ours_gpu_util.csv" "$DEST/trl_gpu_util.csv" || exit 1
+[ "$ours_rc" -eq 0 ] || { echo "gpu_e2e: our run exited $ours_rc (its traced step $TRACED)" >&2; exit 1; }
 if [ "${PERF_HYBRID:-0}" = 1 ]; then
   run hybrid recipes/perf_grpo_hybrid_1b.yaml 300 "algorithm.num_steps=$TRACED" "profile.kernel_steps=[$TRACED,$TRACED]" || exit 1
   python3 - "$DEST/hybrid" <<'PY' || exit 1  # no TRL twin of the hybrid layout: its own figures only
