@@ -35,6 +35,7 @@ class WorkerBase:
         self.rank = rank
         self.env_keys = list(env_keys)
         self.device = device
+        self._kernel_trace: Any = None  # profile.kernel_steps' trace of this process, while one runs
         if device == "cuda":
             if not torch.cuda.is_available():
                 raise RuntimeError(f"{name}: placed on a GPU but CUDA sees none "
@@ -85,6 +86,8 @@ class WorkerBase:
     def kernel_trace_stop(self) -> Any:
         """The traced kernels, copies and memsets since `kernel_trace_start`: int64 [n, 2] epoch ns."""
         trace, self._kernel_trace = self._kernel_trace, None
+        if trace is None:
+            raise RuntimeError(f"{self.name}: kernel trace stopped before it started")
         return trace.stop()
 
     def info(self, salt: str = "") -> dict[str, Any]:
