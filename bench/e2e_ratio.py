@@ -58,7 +58,9 @@ def summary(run: Path, warmup: int, util: Path | None = None) -> dict:
     traced = metrics.get(TRACED)
     if traced:
         out["traced"] = {"steps": sorted(traced), "gpu_busy": statistics.mean(traced.values()),
-                         "host_overhead": 1.0 - statistics.mean(traced.values())}
+                         "host_overhead": 1.0 - statistics.mean(traced.values()),
+                         "phases": {name[len(TRACED) + 1:]: statistics.mean(values.values())
+                                    for name, values in metrics.items() if name.startswith(TRACED + "/") and values}}
     return out
 
 
@@ -87,7 +89,8 @@ def table(ours: dict, peer: dict) -> str:
     for name, run in (("ours", ours), ("peer", peer)):
         if "traced" in run:
             t = run["traced"]
-            cells = [f"{t['gpu_busy']:.1%} ({t['host_overhead']:.1%})", "-"]
+            within = "".join(f", {phase} {busy:.1%}" for phase, busy in sorted(t["phases"].items()))
+            cells = [f"{t['gpu_busy']:.1%} ({t['host_overhead']:.1%}{within})", "-"]
             lines.append(f"| GPU busy, kernels traced in steps {t['steps'][0]}-{t['steps'][-1]} (host overhead) | "
                          f"{' | '.join(cells if name == 'ours' else cells[::-1])} | |")
     return "\n".join(lines)

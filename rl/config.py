@@ -437,7 +437,8 @@ class ProfileConfig(Section):
         'minItems': 2, 'maxItems': 2, 'items': {'type': 'integer', 'minimum': 1}}, doc=(
         'trace the CUDA kernels of steps first to last on every GPU (torch.profiler) and write each '
         "traced step's `performance/gpu_busy_fraction`: the time a GPU ran any kernel, copy or memset "
-        "over the step's wall time, the mean over GPUs (1 minus it: the host overhead). A GPU run's "
+        "over the step's wall time, the mean over GPUs (1 minus it: the host overhead), and "
+        '`performance/gpu_busy_fraction/generation` and `/training` over those phases. A GPU run\'s '
         'key; a traced step pays the tracing (a few percent)'))
 
 

@@ -479,7 +479,8 @@ class Engine:
 
     def _traced_step(self, step: int) -> dict[str, Any]:
         """The driver's step; a step of `profile.kernel_steps` with its kernels traced on every GPU
-        and `performance/gpu_busy_fraction` over the step's wall time."""
+        and `performance/gpu_busy_fraction` over the step's wall time (and over its generation and
+        training phases: rl/metrics/kernel_trace.py)."""
         trace = self.kernel_trace
         if trace is None or not trace.traces(step):
             return self.driver.step(step)
@@ -487,7 +488,7 @@ class Engine:
         start = time.time_ns()
         metrics = self.driver.step(step)
         stop = time.time_ns()
-        metrics["performance/gpu_busy_fraction"] = trace.fraction(start, stop)
+        metrics.update(trace.metrics(start, stop, self.driver.phase_spans))
         return metrics
 
     def _save(self, step: int) -> None:

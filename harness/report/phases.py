@@ -39,12 +39,16 @@ def phase_rows(metrics: Mapping[str, Mapping[int, float]]) -> list[list[object]]
 
 
 def gpu_busy_line(metrics: Mapping[str, Mapping[int, float]]) -> str | None:
-    """The traced steps' GPU-busy fraction and host overhead (their mean), or None: no step traced."""
+    """The traced steps' GPU-busy fraction and host overhead (their mean), with each phase's the
+    engine traced (`<GPU_BUSY>/<phase>`), or None: no step traced."""
     series = metrics.get(GPU_BUSY) or {}
     if not series:
         return None
     steps = sorted(series)
     busy = statistics.mean(float(series[s]) for s in steps)
     span = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
-    return (f"GPU busy {busy:.1%} of the wall time of {span} (kernels traced, `profile.kernel_steps`): "
+    phases = [f"{name[len(GPU_BUSY) + 1:]} {statistics.mean(float(v) for v in values.values()):.1%}"
+              for name, values in sorted(metrics.items()) if name.startswith(GPU_BUSY + "/") and values]
+    within = f"; {', '.join(phases)}" if phases else ""
+    return (f"GPU busy {busy:.1%} of the wall time of {span} (kernels traced, `profile.kernel_steps`{within}): "
             f"host overhead {1 - busy:.1%}.")

@@ -22,7 +22,7 @@ COMMON = (
     "total_flops", "num_ranks", "theoretical_tflops",
     "timing/train/total", "timing/train/training", "clock/step_end_unix_s",
     "performance/tokens_per_sec_per_gpu", "performance/mfu", "performance/train_tokens_per_sec",
-    "performance/peak_memory_gib", "performance/gpu_busy_fraction",
+    "performance/peak_memory_gib", "performance/gpu_busy_fraction", "performance/gpu_busy_fraction/training",
 )
 GRPO = (
     "train/reward", "train/pg_loss", "train/token_mult_prob_error", "train/gen_kl_error", "train/kl_penalty",
@@ -32,7 +32,7 @@ GRPO = (
     "timing/train/data_plane", "timing/train/offload", "timing/train/reload", "timing/train/other",
     "performance/generation_tokens_per_sec", "performance/generation_replica_max_over_mean",
     "performance/offloaded_gib", "performance/generation_peak_gib", "performance/training_peak_gib",
-    "val/accuracy", "val/num_samples",
+    "performance/gpu_busy_fraction/generation", "val/accuracy", "val/num_samples",
 )
 DISTILL = (
     "train/kl_loss", "train/ce_loss", "train/accuracy", "train/proj_accuracy", "train/num_valid_chunks",
@@ -64,8 +64,10 @@ ONLY_WHEN: dict[str, tuple[Callable[[Mapping], bool], str]] = {
                                         "a CPU run records no device memory"),
     "performance/training_peak_gib": (lambda r: _get(r, "cluster.device", "cpu") != "cpu",
                                       "a CPU run records no device memory"),
-    "performance/gpu_busy_fraction": (lambda r: bool(_get(r, "profile.kernel_steps")),
-                                      "profile.kernel_steps is not set, so no step traces its kernels"),
+    **{key: (lambda r: bool(_get(r, "profile.kernel_steps")),
+             "profile.kernel_steps is not set, so no step traces its kernels")
+       for key in ("performance/gpu_busy_fraction", "performance/gpu_busy_fraction/generation",
+                   "performance/gpu_busy_fraction/training")},
     "performance/offloaded_gib": (lambda r: bool(_get(r, "generation.offload_training", False)),
                                   "generation.offload_training is false, so nothing goes to host memory"),
 }

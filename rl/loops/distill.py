@@ -56,6 +56,7 @@ class DistillDriver:
         self._record = record_invariant
         self.projection_shape = projection_shape
         self.cursor = 0
+        self.phase_spans: list[tuple[str, int, int]] = []  # the last step's (rl.metrics.timers.Timer.spans)
 
     def step(self, step: int) -> dict[str, Any]:
         """One distillation step; returns the step's metrics."""
@@ -81,6 +82,7 @@ class DistillDriver:
                                            step=step)
             self.store.finish(handle)
         self._check(batch.columns, sample_mask, train)
+        self.phase_spans = timer.spans()  # the step's phases on the epoch clock (profile.kernel_steps)
         return self._metrics(batch, lp, sample_mask, train, timer.metrics())
 
     def _check(self, columns: dict[str, torch.Tensor], sample_mask: torch.Tensor, train: dict[str, Any]) -> None:

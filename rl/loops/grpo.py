@@ -92,6 +92,7 @@ class GRPODriver:
         self.offloaded_bytes = 0  # the most one policy rank sent to host memory in the last generation
         self.memory = memory
         self.peaks: dict[str, float] = {}  # phase -> GiB, the last step's (GPU runs)
+        self.phase_spans: list[tuple[str, int, int]] = []  # the last step's (rl.metrics.timers.Timer.spans)
 
     @contextmanager
     def _decoding(self, timer: Timer) -> Iterator[None]:
@@ -229,6 +230,7 @@ class GRPODriver:
                 self._refit(step)
         if self.memory is not None:
             self.peaks["training"] = self.memory.peak()
+        self.phase_spans = timer.spans()  # the step's phases on the epoch clock (profile.kernel_steps)
         seconds = timer.metrics()
         return self._metrics(ro, lp, train, sample_mask, seconds)
 

@@ -5,7 +5,9 @@ shows. NVML's utilization (bench/gpu_busy.py) counts a sample period busy when a
 it, an upper bound. torch.profiler's CUDA activity records every kernel, copy and memset with its
 start and end; the union of the intervals a GPU's processes (a policy rank and, colocated, its
 generation replica) ran within the step is that GPU's busy time, and busy / step wall its busy
-fraction. The step's is the mean over its GPUs; 1 minus it is the host overhead.
+fraction. The step's is the mean over its GPUs; 1 minus it is the host overhead. The same over the
+spans of the generation and of the training phase (the driver's timer keeps them on the epoch
+clock) says which phase the overhead is in.
 
 Clocks: kineto stamps events on the host's system clock (nanoseconds since the epoch), as the
 driver's `time.time_ns()` is, so intervals of two processes and the driver's step window compare
@@ -22,9 +24,11 @@ import numpy as np
 
 from rl.cluster.placement import per_gpu
 
-__all__ = ["KernelTrace", "StepTrace", "busy_ns", "gpu_busy_fraction"]
+__all__ = ["BUSY", "PHASES", "KernelTrace", "StepTrace", "busy_ns", "gpu_busy_fraction"]
 
 SAME_CLOCK_NS = 60 * 10**9  # a trace start this close to time.time_ns() is on the epoch clock already
+BUSY = "performance/gpu_busy_fraction"  # the step's; BUSY/<phase> each phase's of PHASES it ran
+PHASES = ("generation", "training")
 
 
 class KernelTrace:
@@ -80,13 +84,15 @@ def busy_ns(intervals: Sequence[np.ndarray], start: int, stop: int) -> int:
 
 
 def gpu_busy_fraction(ranks: Sequence[np.ndarray], gens: Sequence[np.ndarray], *, colocated: bool,
-                      start: int, stop: int) -> float:
-    """The mean over GPUs of busy / (stop - start): each GPU's intervals are its policy rank's and,
-    colocated, its replica's (rl.cluster.placement.per_gpu)."""
-    if stop <= start:
-        raise ValueError(f"kernel trace: an empty step window [{start}, {stop})")
+                      windows: Sequence[tuple[int, int]]) -> float:
+    """The mean over GPUs of the busy time within `windows` (disjoint (start, stop) pairs) over their
+    length: each GPU's intervals are its policy rank's and, colocated, its replica's
+    (rl.cluster.placement.per_gpu)."""
+    length = sum(stop - start for start, stop in windows)
+    if length <= 0 or any(stop < start for start, stop in windows):
+        raise ValueError(f"kernel trace: no time in the windows {list(windows)[:4]}")
     gpus = per_gpu(list(ranks), list(gens), colocated=colocated)
-    return float(np.mean([busy_ns(g, start, stop) / (stop - start) for g in gpus]))
+    return float(np.mean([sum(busy_ns(g, a, b) for a, b in windows) / length for g in gpus]))
 
 
 class StepTrace:
@@ -105,7 +111,14 @@ class StepTrace:
     def start(self) -> None:
         self._call([*self._ranks, *self._gens], "kernel_trace_start")
 
-    def fraction(self, start: int, stop: int) -> float:
+    def metrics(self, start: int, stop: int, spans: Sequence[tuple[str, int, int]] = ()) -> dict[str, float]:
+        """BUSY over [start, stop), and BUSY/<phase> over each of PHASES' spans ((name, start, end)
+        in epoch ns, the driver timer's) where the step ran it."""
         answers = self._call([*self._ranks, *self._gens], "kernel_trace_stop")
-        return gpu_busy_fraction(answers[:len(self._ranks)], answers[len(self._ranks):],
-                                 colocated=self._colocated, start=start, stop=stop)
+        ranks, gens = answers[:len(self._ranks)], answers[len(self._ranks):]
+        out = {BUSY: gpu_busy_fraction(ranks, gens, colocated=self._colocated, windows=[(start, stop)])}
+        for phase in PHASES:
+            windows = [(a, b) for name, a, b in spans if name == phase]
+            if sum(b - a for a, b in windows) > 0:
+                out[f"{BUSY}/{phase}"] = gpu_busy_fraction(ranks, gens, colocated=self._colocated, windows=windows)
+        return out

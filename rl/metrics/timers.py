@@ -6,7 +6,9 @@
             ...
     timer.metrics()   # {"timing/train/total": 1.2, "timing/train/forward": 0.8}
 
-Durations with the same name add up, so a micro-batch loop yields one total per name.
+Durations with the same name add up, so a micro-batch loop yields one total per name. Each timed
+span is also kept on the epoch clock (`spans()`), for what lines a phase up with other processes'
+clocks (rl/metrics/kernel_trace.py: a phase's GPU-busy fraction).
 """
 
 from __future__ import annotations
@@ -26,21 +28,29 @@ class Timer:
         clock: seconds source; tests inject a fake one.
     """
 
-    def __init__(self, prefix: str = "timing", clock: Callable[[], float] = time.perf_counter):
+    def __init__(self, prefix: str = "timing", clock: Callable[[], float] = time.perf_counter,
+                 epoch_ns: Callable[[], int] = time.time_ns):
         self.prefix = prefix.rstrip("/")
         self._clock = clock
+        self._epoch_ns = epoch_ns
         self._seconds: dict[str, float] = {}
+        self._spans: list[tuple[str, int, int]] = []
         self._total_start: float | None = None
 
     @contextmanager
     def time(self, name: str) -> Iterator[None]:
         """Time the `with` body and add it to `name` (also on an exception)."""
         assert name and not name.startswith("/"), f"Timer: bad name {name!r}"
-        start = self._clock()
+        start, start_ns = self._clock(), self._epoch_ns()
         try:
             yield
         finally:
             self.add(name, self._clock() - start)
+            self._spans.append((name, start_ns, self._epoch_ns()))
+
+    def spans(self) -> list[tuple[str, int, int]]:
+        """(name, start, end) in epoch nanoseconds of every `time` span so far, in the order they ended."""
+        return list(self._spans)
 
     def add(self, name: str, seconds: float) -> None:
         """Add a duration measured elsewhere."""
@@ -68,3 +78,4 @@ class Timer:
         """Forget all durations (start of a new step)."""
         assert self._total_start is None, "Timer: reset inside the total span"
         self._seconds.clear()
+        self._spans.clear()

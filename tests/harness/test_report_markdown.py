@@ -131,8 +131,11 @@ def test_report_gives_the_traced_steps_gpu_busy_fraction(tmp_path):
 
     metrics = {"timing/train/total": {1: 60.0, 2: 10.0, 3: 12.0, 4: 10.0},
                "timing/train/training": {1: 10.0, 2: 4.0, 3: 5.0, 4: 4.0},
-               "performance/gpu_busy_fraction": {3: 0.95, 4: 0.93}}
-    line = "GPU busy 94.0% of the wall time of steps 3-4 (kernels traced, `profile.kernel_steps`): host overhead 6.0%."
+               "performance/gpu_busy_fraction": {3: 0.95, 4: 0.93},
+               "performance/gpu_busy_fraction/training": {3: 0.9, 4: 0.88},
+               "performance/gpu_busy_fraction/generation": {3: 0.99, 4: 0.99}}
+    line = ("GPU busy 94.0% of the wall time of steps 3-4 (kernels traced, `profile.kernel_steps`; generation "
+            "99.0%, training 89.0%): host overhead 6.0%.")
     assert gpu_busy_line(metrics) == line
     one = gpu_busy_line({"performance/gpu_busy_fraction": {2: 0.5}})
     assert one.startswith("GPU busy 50.0% of the wall time of step 2 ")

@@ -91,14 +91,15 @@ def test_traced_steps_stay_out_of_the_ratio_and_give_the_kernels_busy_fraction(t
     with (ours / "metrics.jsonl").open("a") as f:  # step 5 traced its kernels: slower, and its own figure
         f.write(json.dumps({"step": 5, "performance/tokens_per_sec_per_gpu": 1.0, "timing/train/total": 9.0,
                             "timing/train/generation": 7.0, "timing/train/training": 2.0,
-                            "performance/gpu_busy_fraction": 0.93}) + "\n")
+                            "performance/gpu_busy_fraction": 0.93,
+                            "performance/gpu_busy_fraction/training": 0.875}) + "\n")
     trl = _write_run(tmp_path / "trl", [1, 2, 3, 4], 100.0)
     assert ratio.main([str(ours), str(trl), "--warmup", "2", "--json", str(tmp_path / "r.json")]) == 0
     out = capsys.readouterr().out
     assert "ratio 3.00x" in out and "| step | 2.000 | 2.000 | 1.00x |" in out
-    assert "| GPU busy, kernels traced in steps 5-5 (host overhead) | 93.0% (7.0%) | - | |" in out
+    assert "| GPU busy, kernels traced in steps 5-5 (host overhead) | 93.0% (7.0%, training 87.5%) | - | |" in out
     saved = json.loads((tmp_path / "r.json").read_text())["ours"]["traced"]
-    assert saved["steps"] == [5] and saved["gpu_busy"] == 0.93
+    assert saved["steps"] == [5] and saved["gpu_busy"] == 0.93 and saved["phases"] == {"training": 0.875}
 
 
 def test_a_traced_step_among_the_timed_ones_is_no_figure(tmp_path: Path, capsys) -> None:

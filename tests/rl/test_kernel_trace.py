@@ -26,11 +26,15 @@ def test_a_gpu_is_its_rank_and_colocated_replica() -> None:
     rank0, rank1 = np.array([[0, 40]]), np.array([[0, 10]])
     gen0, gen1 = np.array([[30, 80]]), np.array([[50, 100]])
     # colocated: GPU 0 busy 0-80 (80%), GPU 1 0-10 and 50-100 (60%): mean 70%
-    assert gpu_busy_fraction([rank0, rank1], [gen0, gen1], colocated=True, start=0, stop=100) == pytest.approx(0.7)
+    whole = [(0, 100)]
+    assert gpu_busy_fraction([rank0, rank1], [gen0, gen1], colocated=True, windows=whole) == pytest.approx(0.7)
     # each process a GPU of its own: 40%, 10%, 50%, 50%
-    assert gpu_busy_fraction([rank0, rank1], [gen0, gen1], colocated=False, start=0, stop=100) == pytest.approx(0.375)
-    with pytest.raises(ValueError, match="empty step window"):
-        gpu_busy_fraction([rank0], [], colocated=True, start=5, stop=5)
+    assert gpu_busy_fraction([rank0, rank1], [gen0, gen1], colocated=False, windows=whole) == pytest.approx(0.375)
+    # two windows, 0-20 and 90-100: GPU 0 busy 20 of 30, GPU 1 10 + 10 of 30
+    assert gpu_busy_fraction([rank0, rank1], [gen0, gen1], colocated=True,
+                             windows=[(0, 20), (90, 100)]) == pytest.approx((20 / 30 + 20 / 30) / 2)
+    with pytest.raises(ValueError, match="no time in the windows"):
+        gpu_busy_fraction([rank0], [], colocated=True, windows=[(5, 5)])
 
 
 def test_a_trace_holds_what_ran_between_start_and_stop_on_the_epoch_clock() -> None:
@@ -78,15 +82,21 @@ def test_the_driver_traces_only_its_steps_and_asks_every_worker() -> None:
     trace = StepTrace(call, ["rank0"], ["gen0"], colocated=True, steps=[3, 4])
     assert [trace.traces(s) for s in (2, 3, 4, 5)] == [False, True, True, False]
     trace.start()
-    assert trace.fraction(100, 300) == pytest.approx(0.5)  # 100-200 of 100-300
+    spans = [("generation", 100, 160), ("data_plane", 160, 170), ("training", 170, 250), ("training", 280, 300)]
+    got = trace.metrics(100, 300, spans)
+    assert got == pytest.approx({"performance/gpu_busy_fraction": 0.5,  # 100-200 of 100-300
+                                 "performance/gpu_busy_fraction/generation": 1.0,  # 100-160, all busy
+                                 "performance/gpu_busy_fraction/training": 30 / 100})  # 170-200 of 170-250 + 280-300
     assert asked == [(("rank0", "gen0"), "kernel_trace_start"), (("rank0", "gen0"), "kernel_trace_stop")]
+    trace.start()
+    assert set(trace.metrics(100, 300)) == {"performance/gpu_busy_fraction"}  # no phase spans: no phase figure
 
 
 def test_the_engine_writes_the_fraction_of_a_traced_step_only() -> None:
     from rl.run import Engine
 
     engine = object.__new__(Engine)
-    engine.driver = SimpleNamespace(step=lambda step: {"step": step})
+    engine.driver = SimpleNamespace(step=lambda step: {"step": step}, phase_spans=[])
     calls = []
 
     def call(handles, method):

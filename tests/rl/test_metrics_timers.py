@@ -79,3 +79,17 @@ def test_mfu_and_performance_metrics():
     with pytest.raises(ValueError, match="seconds"):
         performance_metrics(tokens=1, total_flops=1.0, theoretical_tflops=1.0, num_ranks=1,
                             step_seconds=1.0, train_seconds=0.0)
+
+
+def test_timer_keeps_each_span_on_the_epoch_clock():
+    clock, epoch = FakeClock(), iter(range(1000, 2000, 10))
+    timer = Timer(prefix="timing/train", clock=clock, epoch_ns=lambda: next(epoch))
+    with timer:
+        with timer.time("generation"):
+            with timer.time("offload"):
+                pass
+        with timer.time("training"):
+            pass
+    assert timer.spans() == [("offload", 1010, 1020), ("generation", 1000, 1030), ("training", 1040, 1050)]
+    timer.reset()
+    assert timer.spans() == []
