@@ -16,6 +16,7 @@ import importlib.util
 import pytest
 import torch
 from rank_processes import run_ranks
+from train_batches import train_batch
 
 from rl.algorithms.loss import LossConfig, prev_logprobs_refusal
 from rl.backends.train_step import train_fields
@@ -33,14 +34,7 @@ TRAINING = dataclasses.replace(PASS, prev_logprobs="training")
 
 
 def _batch() -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(3)
-    lengths = torch.randint(LENGTH // 2, LENGTH + 1, (ROWS,), generator=g)
-    mask = (torch.arange(LENGTH)[None] < lengths[:, None]).long()
-    response = mask.clone()
-    response[:, :PROMPT] = 0
-    return dict(input_ids=torch.randint(1, VOCAB, (ROWS, LENGTH), generator=g) * mask, attention_mask=mask,
-                response_mask=response, gen_logprobs=-torch.rand(ROWS, LENGTH, generator=g) * response,
-                advantages=torch.randn(ROWS, generator=g), sample_mask=torch.ones(ROWS))
+    return train_batch(rows=ROWS, length=LENGTH, prompt=PROMPT, vocab=VOCAB, seed=3)
 
 
 def _both_ways(backend_name: str, packed: bool) -> dict[str, object]:

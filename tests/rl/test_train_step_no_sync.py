@@ -21,6 +21,7 @@ import pytest
 import torch
 from rank_processes import one_rank, run_ranks
 from torch.overrides import TorchFunctionMode
+from train_batches import train_batch
 
 from rl.algorithms.loss import LOSS_METRICS, LossConfig, clipped_pg_loss
 from rl.backends.train_step import DeviceSums, add_metrics
@@ -67,15 +68,9 @@ def _names_a_device(args: tuple, kwargs: dict) -> bool:
 
 
 def _batch() -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(5)
-    lengths = torch.randint(LENGTH // 2, LENGTH + 1, (ROWS,), generator=g)
-    mask = (torch.arange(LENGTH)[None] < lengths[:, None]).long()
-    response = mask.clone()
-    response[:, :PROMPT] = 0
-    return dict(input_ids=torch.randint(1, VOCAB, (ROWS, LENGTH), generator=g) * mask, attention_mask=mask,
-                response_mask=response, gen_logprobs=-torch.rand(ROWS, LENGTH, generator=g) * response,
-                prev_logprobs=-torch.rand(ROWS, LENGTH, generator=g) * response,
-                advantages=torch.randn(ROWS, generator=g), sample_mask=torch.ones(ROWS))
+    batch = train_batch(rows=ROWS, length=LENGTH, prompt=PROMPT, vocab=VOCAB, seed=5)
+    prev = -torch.rand(ROWS, LENGTH, generator=torch.Generator().manual_seed(6)) * batch["response_mask"]
+    return {**batch, "prev_logprobs": prev}
 
 
 def _megatron_loop(layers: list[str], packed: bool, rank: int, port: int) -> dict[str, object]:
