@@ -16,7 +16,7 @@ import importlib.util
 import pytest
 import torch
 from rank_processes import run_ranks
-from train_batches import train_batch
+from train_batches import padded_train_batch
 
 from rl.algorithms.loss import LossConfig, prev_logprobs_refusal
 from rl.backends.train_step import train_fields
@@ -34,7 +34,7 @@ TRAINING = dataclasses.replace(PASS, prev_logprobs="training")
 
 
 def _batch() -> dict[str, torch.Tensor]:
-    return train_batch(rows=ROWS, length=LENGTH, prompt=PROMPT, vocab=VOCAB, seed=3)
+    return padded_train_batch(rows=ROWS, length=LENGTH, prompt=PROMPT, vocab=VOCAB, seed=3)
 
 
 def _both_ways(backend_name: str, packed: bool) -> dict[str, object]:

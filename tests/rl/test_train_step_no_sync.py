@@ -21,7 +21,7 @@ import pytest
 import torch
 from rank_processes import one_rank, run_ranks
 from torch.overrides import TorchFunctionMode
-from train_batches import train_batch
+from train_batches import padded_train_batch
 
 from rl.algorithms.loss import LOSS_METRICS, LossConfig, clipped_pg_loss
 from rl.backends.train_step import DeviceSums, add_metrics
@@ -68,7 +68,7 @@ def _names_a_device(args: tuple, kwargs: dict) -> bool:
 
 
 def _batch() -> dict[str, torch.Tensor]:
-    batch = train_batch(rows=ROWS, length=LENGTH, prompt=PROMPT, vocab=VOCAB, seed=5)
+    batch = padded_train_batch(rows=ROWS, length=LENGTH, prompt=PROMPT, vocab=VOCAB, seed=5)
     prev = -torch.rand(ROWS, LENGTH, generator=torch.Generator().manual_seed(6)) * batch["response_mask"]
     return {**batch, "prev_logprobs": prev}
 
