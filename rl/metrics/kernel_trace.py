@@ -96,7 +96,7 @@ def gpu_busy_fraction(ranks: Sequence[np.ndarray], gens: Sequence[np.ndarray], *
 
 
 class StepTrace:
-    """The driver's side: `start()` before a traced step, `fraction(start_ns, stop_ns)` after it.
+    """The driver's side: `start()` before a traced step, `metrics(start_ns, stop_ns, spans)` after it.
     `call(handles, method)` runs a worker method on each handle (their `kernel_trace_start` and
     `kernel_trace_stop`) and returns their answers."""
 
