@@ -19,7 +19,9 @@ high. The terms:
   `policy.sequence_packing` its `max_tokens_per_row` when set: a forward is then b packed rows
   of that many tokens. The log-prob passes run `policy.logprob_batch_size` rows a forward
   without a backward: one layer's activations at a time plus the same logit copies; the
-  activation term is the larger of the two passes (`logprob_pass` says when that one is).
+  activation term is the larger of the two passes (`logprob_pass` says when that one is). A GRPO
+  step that takes its pre-update log-probs from the training forward
+  (`algorithm.loss.prev_logprobs: training`) with no KL term runs no such pass: training alone.
 
 Calibration (one H200, 2026-12-01 at e960d1d, `bash bench/gpu.sh full-width-memory`, rows in
 bench/results/full_width_memory.jsonl): Qwen3.5-35B-A3B at full width (hidden 2048, 256 experts, vocab
@@ -111,8 +113,18 @@ def estimate_memory(recipe: Mapping, size: ModelSize, policy: Mapping) -> Memory
     logits = LOGIT_COPIES * seq * micro * size.vocab_size * 4 / (tp * cp)
     training = (layers + logits) / GIB
     rows = int(recipe["policy"].get("logprob_batch_size") or micro)
-    logprob = rows / micro * (ACTIVATION_BYTES * tokens_hidden + logits) / GIB
+    logprob = rows / micro * (ACTIVATION_BYTES * tokens_hidden + logits) / GIB if runs_logprob_pass(recipe) else 0.0
     capacity = DEVICE_MEMORY_GIB[recipe["cluster"]["device"]]
     return MemoryEstimate(weights=weights, reference=weights, grads=grads, optimizer=optimizer,
                           activations=max(training, logprob), capacity=capacity, seq_len=seq,
                           logprob_pass=logprob > training)
+
+
+def runs_logprob_pass(recipe: Mapping) -> bool:
+    """Whether the engine's step runs a log-prob pass of its own: every step but a GRPO one whose
+    pre-update log-probs come from the training forward and whose loss has no KL term (the
+    engine's `prev_from_training` and `needs_reference`, rl/algorithms/loss.py)."""
+    algorithm = recipe.get("algorithm") or {}
+    loss = algorithm.get("loss") or {}
+    return not (algorithm.get("name", "grpo") == "grpo" and loss.get("prev_logprobs") == "training"
+                and not loss.get("kl_beta", 0.0))

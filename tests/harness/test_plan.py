@@ -151,6 +151,19 @@ def test_the_log_prob_pass_is_sized_by_its_own_micro_batch():
     assert "the log-prob pass's activations" in str(info.value) and "policy.logprob_batch_size" in str(info.value)
 
 
+def test_a_step_without_a_log_prob_pass_is_sized_by_training_alone():
+    """prev_logprobs: training with no KL term: the engine runs no log-prob pass, so a large
+    policy.logprob_batch_size sizes nothing; a KL term (a reference pass) brings the pass back."""
+    alone = {"name": "grpo", "prompts_per_step": 32, "generations_per_prompt": 16,
+             "loss": {"prev_logprobs": "training", "kl_beta": 0.0}}
+    plain = make_plan(recipe()).memory
+    skipped = make_plan(recipe(policy__logprob_batch_size=64, generation__colocated=False, algorithm=alone)).memory
+    assert skipped.activations == plain.activations and not skipped.logprob_pass
+    with_kl = dict(alone, loss={"prev_logprobs": "training", "kl_beta": 0.01})
+    with pytest.raises(PlanError, match="the log-prob pass's activations"):
+        make_plan(recipe(policy__logprob_batch_size=64, generation__colocated=False, algorithm=with_kl))
+
+
 def test_an_external_engine_over_our_memory_model_plans_with_a_warning():
     """The memory estimate is our engine's; an external engine (TRL) keeps its own."""
     over = {"policy__distributed_optimizer": False, "policy__precision": "fp32",
@@ -242,3 +255,17 @@ def test_each_kept_decode_shape_counts_its_cache():
     assert g4.kv_cache == pytest.approx(4 * g1.kv_cache) and g4.gdn_state == pytest.approx(4 * g1.gdn_state)
     assert four.memory.replica - one.memory.replica == pytest.approx(3 * (g1.kv_cache + g1.gdn_state))
     assert "4 decode slot(s)" in format_plan(four)
+
+
+PERF_8K = ["generation.max_new_tokens=8192", "policy.micro_batch_size=1", "policy.activation_checkpointing=true",
+           "generation.offload_training=true", "generation.decode_slots=1"]
+
+
+def test_the_perf_recipe_scales_to_8k_responses_with_the_overrides_its_comment_names(capsys):
+    """Issue 31's "scales up to 8k-token responses": the plan takes the recipe with the overrides its
+    comment names, and refuses 8k responses alone (the activations and four decode slots' caches)."""
+    path = Path(__file__).resolve().parents[2] / "recipes" / "perf_grpo_dense_1b.yaml"
+    assert " ".join(PERF_8K) in " ".join(line.lstrip("# ") for line in path.read_text().splitlines())
+    assert main(["plan", str(path), *PERF_8K]) == 0
+    assert "seq 8448" in capsys.readouterr().out
+    assert main(["plan", str(path), PERF_8K[0]]) == 2
