@@ -91,23 +91,29 @@ def chunk_bwd_dqkwg(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch
                     chunk_indices: Any = None) -> tuple[torch.Tensor, ...]:
     """fla's `chunk_bwd_dqkwg` for the gated delta rule (g and w given; what fla's gated delta
     rule passes, the only caller it replaces). Packed sequences (`cu_seqlens`, one row) run one
-    sequence at a time: fla numbers their chunks (and so `h`, `dh`) sequence after sequence."""
+    sequence at a time: fla numbers their chunks sequence after sequence along `h`'s and `dh`'s
+    second axis ([1, NT, HV, K, V], as fla allocates them)."""
     if g is None or w is None or dv is None or g_gamma is not None or state_v_first:
         raise ValueError("rl.models.fla_hopper.chunk_bwd_dqkwg replaces the gated delta rule's call "
                          "(g, w and dv given, no g_gamma, a [K, V] state); fla called it otherwise")
     scale = k.shape[-1] ** -0.5 if scale is None else scale
     if cu_seqlens is None:
         return _rule(q, k, v, do, h, dh, w, g, dv, scale, chunk_size)
-    if q.shape[0] != 1:
-        raise ValueError(f"chunk_bwd_dqkwg: packed sequences come as one row, got a batch of {q.shape[0]}")
+    if q.shape[0] != 1 or h.shape[:2] != dh.shape[:2] or h.shape[0] != 1:
+        raise ValueError(f"chunk_bwd_dqkwg: packed sequences come as one row and its chunks' states as "
+                         f"[1, NT, ...], got q {tuple(q.shape)}, h {tuple(h.shape)}, dh {tuple(dh.shape)}")
     parts, chunk = [], 0
     bounds = cu_seqlens.tolist()
     for bos, eos in zip(bounds[:-1], bounds[1:]):
         chunks = -(-(eos - bos) // chunk_size)
         seq = slice(bos, eos)
-        parts.append(_rule(q[:, seq], k[:, seq], v[:, seq], do[:, seq], h[chunk:chunk + chunks],
-                           dh[chunk:chunk + chunks], w[:, seq], g[:, seq], dv[:, seq], scale, chunk_size))
+        own = slice(chunk, chunk + chunks)
+        parts.append(_rule(q[:, seq], k[:, seq], v[:, seq], do[:, seq], h[:, own], dh[:, own], w[:, seq], g[:, seq],
+                           dv[:, seq], scale, chunk_size))
         chunk += chunks
+    if chunk != h.shape[1]:
+        raise ValueError(f"chunk_bwd_dqkwg: cu_seqlens {bounds} make {chunk} chunks of {chunk_size}, "
+                         f"h holds {h.shape[1]}")
     return tuple(torch.cat(column, dim=1) for column in zip(*parts))
 
 

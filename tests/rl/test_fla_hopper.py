@@ -64,8 +64,8 @@ def test_torch_backward_is_the_gradient_of_the_chunk_maths(length, heads, v_head
 
 
 def test_packed_sequences_run_one_at_a_time() -> None:
-    """With cu_seqlens (fla's packed rows: one row, chunks numbered sequence after sequence) each
-    sequence gets exactly what it gets alone."""
+    """With cu_seqlens (fla's packed rows: one row, its chunks' states [1, NT, H, K, V] numbered
+    sequence after sequence, as fla allocates them) each sequence gets exactly what it gets alone."""
     gen = torch.Generator().manual_seed(7)
     lengths, chunk, heads, dim_k, dim_v = (50, 20, 33), 16, 2, 8, 6
     total, chunks = sum(lengths), [-(-n // chunk) for n in lengths]
@@ -75,7 +75,7 @@ def test_packed_sequences_run_one_at_a_time() -> None:
 
     q, k, w = r(1, total, heads, dim_k), r(1, total, heads, dim_k), r(1, total, heads, dim_k)
     v, do, dv = r(1, total, heads, dim_v), r(1, total, heads, dim_v), r(1, total, heads, dim_v)
-    h, dh = r(sum(chunks), heads, dim_k, dim_v), r(sum(chunks), heads, dim_k, dim_v)
+    h, dh = r(1, sum(chunks), heads, dim_k, dim_v), r(1, sum(chunks), heads, dim_k, dim_v)
     g = -torch.rand(1, total, heads, generator=gen, dtype=torch.float64)
     bounds = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
     packed = chunk_bwd_dqkwg(q=q, k=k, v=v, w=w, g=g, h=h, dv=dv, do=do, dh=dh, scale=0.3, chunk_size=chunk,
@@ -83,8 +83,8 @@ def test_packed_sequences_run_one_at_a_time() -> None:
     start = 0
     for i, (bos, eos) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
         s, c = slice(bos, eos), slice(start, start + chunks[i])
-        alone = chunk_bwd_dqkwg(q=q[:, s], k=k[:, s], v=v[:, s], w=w[:, s], g=g[:, s], h=h[c], dv=dv[:, s],
-                                do=do[:, s], dh=dh[c], scale=0.3, chunk_size=chunk)
+        alone = chunk_bwd_dqkwg(q=q[:, s], k=k[:, s], v=v[:, s], w=w[:, s], g=g[:, s], h=h[:, c], dv=dv[:, s],
+                                do=do[:, s], dh=dh[:, c], scale=0.3, chunk_size=chunk)
         for name, a, b in zip(("dq", "dk", "dw", "dg"), packed, alone):
             assert torch.equal(a[:, s], b), (name, i)
         start += chunks[i]
@@ -95,3 +95,13 @@ def test_refuses_a_call_it_does_not_replace():
     with pytest.raises(ValueError, match="replaces the gated delta rule's call"):
         chunk_bwd_dqkwg(q=x, k=x, v=x, do=x, h=torch.zeros(1, 1, 2, 2), dh=torch.zeros(1, 1, 2, 2), w=x, g=None,
                         dv=x)
+
+
+def test_packed_sequences_refuse_states_that_do_not_match_their_chunks():
+    """States laid out [NT, ...] (no row axis) or holding other than cu_seqlens' chunks are refused,
+    not sliced along the wrong axis."""
+    x, g = torch.zeros(1, 20, 1, 2), torch.zeros(1, 20, 1)
+    bounds = torch.tensor([0, 12, 20])  # chunks of 8: 2 + 1
+    for h in (torch.zeros(3, 1, 2, 2), torch.zeros(1, 4, 1, 2, 2)):
+        with pytest.raises(ValueError, match="chunk_bwd_dqkwg"):
+            chunk_bwd_dqkwg(q=x, k=x, v=x, do=x, h=h, dh=h, w=x, g=g, dv=x, chunk_size=8, cu_seqlens=bounds)

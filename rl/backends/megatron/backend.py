@@ -244,7 +244,7 @@ class MegatronBackend:
                        vocab_size=self.hf_config.vocab_size, pre_process=self.first_stage,
                        post_process=self.last_stage,
                        share_embeddings_and_output_weights=bool(self.hf_config.tie_word_embeddings), **rope)
-        gpt.rotary_pos_emb = mcfg.interleaved_mrope(self.hf_config)
+        gpt.rotary_pos_emb = mcfg.interleaved_mrope(self.hf_config, self._device())
         result = gpt.load_state_dict(local, strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
         if missing or result.unexpected_keys:

@@ -201,14 +201,16 @@ class InterleavedMRoPE(torch.nn.Module):
     layout). `position_ids` are this rank's tokens already (the backend slices them for context
     parallelism), so `cp_group` is not used."""
 
-    def __init__(self, *, head_dim: int, rotary_percent: float, rotary_base: float) -> None:
+    def __init__(self, *, head_dim: int, rotary_percent: float, rotary_base: float,
+                 device: torch.device | str = "cpu") -> None:
         super().__init__()
         dim = int(head_dim * rotary_percent)
-        # HF's formula; a plain attribute, so bf16 casts of the model never touch it.
-        self.inv_freq = 1.0 / (rotary_base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+        # HF's formula; a plain attribute, so bf16 casts of the model never touch it. Made on the
+        # device the positions come on: a copy in the first forward would wait for the GPU there.
+        self.inv_freq = 1.0 / (rotary_base ** (torch.arange(0, dim, 2, dtype=torch.float, device=device) / dim))
 
     def forward(self, position_ids: torch.Tensor, mrope_section, cp_group=None) -> torch.Tensor:
-        if self.inv_freq.device != position_ids.device:  # once: a copy from the host each forward waits for the GPU
+        if self.inv_freq.device != position_ids.device:  # a model moved after construction: once
             self.inv_freq = self.inv_freq.to(position_ids.device)
         angles = mrope_angles(position_ids, self.inv_freq, mrope_section)
         return angles.transpose(0, 1)[:, :, None, :].contiguous()
@@ -224,11 +226,11 @@ def gpt_rope_kwargs(hf_config) -> dict:
                 max_sequence_length=hf_config.max_position_embeddings)
 
 
-def interleaved_mrope(hf_config) -> InterleavedMRoPE:
-    """The rotary module of `hf_config` (HF's inverse frequencies and mrope_section)."""
+def interleaved_mrope(hf_config, device: torch.device | str = "cpu") -> InterleavedMRoPE:
+    """The rotary module of `hf_config` (HF's inverse frequencies and mrope_section) on `device`."""
     rope = dict(hf_config.rope_parameters or {})
     return InterleavedMRoPE(head_dim=hf_config.head_dim, rotary_percent=float(rope.get("partial_rotary_factor", 1.0)),
-                            rotary_base=float(rope.get("rope_theta", 10000.0)))
+                            rotary_base=float(rope.get("rope_theta", 10000.0)), device=device)
 
 
 def block_spec(config: TransformerConfig, layer_types: list[str]) -> TransformerBlockSubmodules:
