@@ -102,18 +102,17 @@ def chunk_bwd_dqkwg(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch
     if q.shape[0] != 1 or h.shape[:2] != dh.shape[:2] or h.shape[0] != 1:
         raise ValueError(f"chunk_bwd_dqkwg: packed sequences come as one row and its chunks' states as "
                          f"[1, NT, ...], got q {tuple(q.shape)}, h {tuple(h.shape)}, dh {tuple(dh.shape)}")
-    parts, chunk = [], 0
     bounds = cu_seqlens.tolist()
-    for bos, eos in zip(bounds[:-1], bounds[1:]):
-        chunks = -(-(eos - bos) // chunk_size)
-        seq = slice(bos, eos)
-        own = slice(chunk, chunk + chunks)
+    counts = [-(-(eos - bos) // chunk_size) for bos, eos in zip(bounds[:-1], bounds[1:])]
+    if sum(counts) != h.shape[1]:
+        raise ValueError(f"chunk_bwd_dqkwg: cu_seqlens {bounds} make {sum(counts)} chunks of {chunk_size}, "
+                         f"h holds {h.shape[1]}")
+    parts, chunk = [], 0
+    for bos, eos, chunks in zip(bounds[:-1], bounds[1:], counts):
+        seq, own = slice(bos, eos), slice(chunk, chunk + chunks)
         parts.append(_rule(q[:, seq], k[:, seq], v[:, seq], do[:, seq], h[:, own], dh[:, own], w[:, seq], g[:, seq],
                            dv[:, seq], scale, chunk_size))
         chunk += chunks
-    if chunk != h.shape[1]:
-        raise ValueError(f"chunk_bwd_dqkwg: cu_seqlens {bounds} make {chunk} chunks of {chunk_size}, "
-                         f"h holds {h.shape[1]}")
     return tuple(torch.cat(column, dim=1) for column in zip(*parts))
 
 

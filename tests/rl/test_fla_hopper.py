@@ -102,6 +102,6 @@ def test_packed_sequences_refuse_states_that_do_not_match_their_chunks():
     not sliced along the wrong axis."""
     x, g = torch.zeros(1, 20, 1, 2), torch.zeros(1, 20, 1)
     bounds = torch.tensor([0, 12, 20])  # chunks of 8: 2 + 1
-    for h in (torch.zeros(3, 1, 2, 2), torch.zeros(1, 4, 1, 2, 2)):
+    for h in (torch.zeros(3, 1, 2, 2), torch.zeros(1, 4, 1, 2, 2), torch.zeros(1, 2, 1, 2, 2)):
         with pytest.raises(ValueError, match="chunk_bwd_dqkwg"):
             chunk_bwd_dqkwg(q=x, k=x, v=x, do=x, h=h, dh=h, w=x, g=g, dv=x, chunk_size=8, cu_seqlens=bounds)
