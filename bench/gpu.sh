@@ -67,8 +67,8 @@ harness_runs() {   # harness_runs SECONDS NAME RECIPE ARGS... (each NAME=... pai
 
 case "$TARGET" in
   throughput)
-    need_anchor
-    python3 bench/throughput.py --out /tmp/throughput.jsonl "$@" | grep -v '^{"verdicts"'
+    need_anchor; rm -f /tmp/throughput.jsonl   # a warm machine keeps /tmp: this call's runs only
+    python3 bench/throughput.py --out /tmp/throughput.jsonl --logs "${OUT:-/tmp}" "$@" | grep -v '^{"verdicts"'
     record train < /tmp/throughput.jsonl > /dev/null ;;
   train)
     n=1; [ "${1:-}" = "--gpus" ] && { n=$2; shift 2; }

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,12 +92,35 @@ def last_json(text: str) -> dict:
     return json.loads(lines[-1]) if lines else {}
 
 
+def run_one(cmd: list[str], timeout: int, log: Path | None) -> tuple[dict, str | None]:
+    """A run's JSON line and, where it gave none, why (its exit or the timeout, and its last
+    output line); its whole output goes to `log`. Over time its whole process group is killed
+    (torchrun's workers with it, which would hold the GPU for the next run)."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        why = f"exit {proc.returncode}"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        why = f"over its {timeout} s"
+    if log is not None:
+        log.write_text(f"$ {' '.join(cmd)}\n{out}\n--- stderr\n{err}")
+    figure = last_json(out)
+    if figure and proc.returncode == 0:
+        return figure, None
+    tail = [line for line in (err.strip() or out).splitlines() if line.strip()][-1:]  # its error, else its output
+    return {}, f"{why}{': ' + tail[0][:300] if tail else ''}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mbs", type=int, default=16, help="micro-batch of the anchor and of our dense and hybrid runs")
     p.add_argument("--only", default=None, help="comma-separated run names (anchor, dense, hybrid, dense_dp2, moe_ep2)")
     p.add_argument("--timeout", type=int, default=240, help="seconds per run")
     p.add_argument("--out", default=None, help="append each run's JSON line here")
+    p.add_argument("--logs", default=None, help="write each run's output to DIR/throughput_NAME.log")
     args = p.parse_args()
     todo = {"anchor": None, **runs(torch.cuda.device_count(), args.mbs)}
     if args.only:
@@ -108,12 +133,9 @@ def main() -> None:
             nproc, extra = spec
             cmd = ["torchrun", "--standalone", "--nproc_per_node", str(nproc), str(ROOT / "bench" / "megatron_gpu.py"),
                    "--compile-layers", *extra]
-        try:
-            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout)
-            results[name] = last_json(done.stdout)
-        except subprocess.TimeoutExpired:
-            results[name] = {}
-        print(json.dumps({"run": name, **results[name]}), flush=True)
+        log = Path(args.logs) / f"throughput_{name}.log" if args.logs else None
+        results[name], why = run_one(cmd, args.timeout, log)
+        print(json.dumps({"run": name, **results[name], **({"no_figure": why} if why else {})}), flush=True)
         if args.out and results[name]:
             with open(args.out, "a") as f:
                 f.write(json.dumps({"run": name, **results[name]}) + "\n")

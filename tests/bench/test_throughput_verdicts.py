@@ -56,3 +56,15 @@ def test_the_runs_this_machine_can_hold() -> None:
     assert set(throughput.runs(1, 16)) == {"dense", "hybrid"}
     assert set(throughput.runs(2, 16)) == {"dense", "hybrid", "dense_dp2", "moe_ep2"}
     assert throughput.last_json("warning\n{\"a\": 1}\nnoise\n{\"b\": 2}\n") == {"b": 2}
+
+
+def test_a_run_without_a_figure_says_why_and_leaves_its_log(tmp_path: Path) -> None:
+    import sys
+
+    said = [sys.executable, "-c", "import sys; print('{\"tokens_per_s\": 5}'); sys.exit(0)"]
+    assert throughput.run_one(said, 30, tmp_path / "ok.log") == ({"tokens_per_s": 5}, None)
+    died = [sys.executable, "-c", "import sys; print('{\"tokens_per_s\": 5}'); sys.exit('CUDA out of memory')"]
+    assert throughput.run_one(died, 30, tmp_path / "died.log") == ({}, "exit 1: CUDA out of memory")
+    assert "CUDA out of memory" in (tmp_path / "died.log").read_text()
+    slow = [sys.executable, "-c", "import time; print('compiling', flush=True); time.sleep(60)"]
+    assert throughput.run_one(slow, 1, None) == ({}, "over its 1 s: compiling")
