@@ -30,6 +30,7 @@ from rl.config import ModelConfig, OptimizerConfig, PolicyConfig, SequencePackin
 VOCAB, ROWS, LENGTH, PROMPT = 64, 12, 14, 4
 OPT = OptimizerConfig(lr=1e-2, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, grad_clip=1.0)
 RL = Path(importlib.util.find_spec("rl").origin).resolve().parent
+WARNINGS_PY = Path(warnings.__file__).resolve()
 READS = {"cpu", "cuda", "item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__", "nonzero"}
 
 
@@ -53,14 +54,47 @@ class HostTraffic(TorchFunctionMode):
 def _caller() -> str:
     """Who made the call: "rl", "gdn_torch" (the CPU's stand-in for fla's kernels) or the top
     package of the innermost frame outside torch and this file."""
-    for frame in reversed(traceback.extract_stack()[:-2]):  # less this function and __torch_function__
+    frame = _innermost_outside_torch()
+    if frame is None:
+        return "?"
+    path = Path(frame.filename).resolve()
+    if path.is_relative_to(RL):
+        return "gdn_torch" if path == RL / "backends" / "megatron" / "gdn_torch.py" else "rl"
+    return next((part for part in path.parts if part in ("megatron", "transformers", "fla")), str(path))
+
+
+def _innermost_outside_torch() -> traceback.FrameSummary | None:
+    """The innermost frame of the current stack outside torch, the warnings machinery and this file
+    (HostTraffic's frame wraps every torch call, so it is where each warning of torch's points)."""
+    for frame in reversed(traceback.extract_stack()):
         path = Path(frame.filename).resolve()
-        if "torch" in path.parts or path == Path(__file__).resolve():
+        if "torch" in path.parts or path in (Path(__file__).resolve(), WARNINGS_PY):
             continue
-        if path.is_relative_to(RL):
-            return "gdn_torch" if path == RL / "backends" / "megatron" / "gdn_torch.py" else "rl"
-        return next((part for part in path.parts if part in ("megatron", "transformers", "fla")), str(path))
-    return "?"
+        return frame
+    return None
+
+
+class SyncLog:
+    """While on: each synchronising CUDA call torch warned of (`set_sync_debug_mode("warn")`) as
+    "file:line" of the code that made it, not of the warning's own location; not torch's one
+    notice that the debug mode is a prototype. A `warnings.showwarning` hook, since it runs inside
+    the warning's call, where the stack still holds the caller."""
+
+    def __enter__(self) -> list[str]:
+        self.where: list[str] = []
+        self._catch = warnings.catch_warnings()
+        self._catch.__enter__()
+        warnings.simplefilter("always")
+        warnings.showwarning = self._show
+        return self.where
+
+    def _show(self, message, category, filename, lineno, file=None, line=None) -> None:
+        if "called a synchronizing CUDA operation" in str(message):
+            frame = _innermost_outside_torch()
+            self.where.append(f"{Path(frame.filename).name}:{frame.lineno}" if frame else f"?:{lineno}")
+
+    def __exit__(self, *exc) -> None:
+        self._catch.__exit__(*exc)
 
 
 def _names_a_device(args: tuple, kwargs: dict) -> bool:
@@ -115,29 +149,20 @@ def _megatron_loop(layers: list[str], packed: bool, rank: int, port: int) -> dic
         backend.train_step(batch, num_tokens=out["num_tokens"], step=1, loss_cfg=LossConfig(is_correction=True))
     mb.MegatronBackend._staged = staged_then_record
     mb.grad_sync.start_remaining = stop_recording
-    with traffic, warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
+    with traffic, SyncLog() as syncs:
         out["lp"] = backend.logprobs(batch["input_ids"], batch["attention_mask"])
         stop_recording()
-    out["logprob_calls"], out["logprob_syncs"], traffic.calls = traffic.calls, _syncs(seen), []
+    out["logprob_calls"], out["logprob_syncs"], traffic.calls = traffic.calls, syncs, []
     out["rows_alone"] = torch.cat([backend.logprobs(batch["input_ids"][i:i + 1], batch["attention_mask"][i:i + 1])
                                    for i in range(ROWS)])
     for way in ("pass", "training"):
         traffic.on = False  # the passes above turned it on
-        with traffic, warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
+        with traffic, SyncLog() as syncs:
             out[way] = backend.train_step(batch, num_tokens=out["num_tokens"], step=1,
                                           loss_cfg=LossConfig(is_correction=True, prev_logprobs=way))
         out[f"{way}_open"], out[f"{way}_calls"], traffic.calls = traffic.on, traffic.calls, []
-        out[f"{way}_syncs"] = _syncs(seen)
+        out[f"{way}_syncs"] = syncs
     return out
-
-
-def _syncs(seen: list[warnings.WarningMessage]) -> list[str]:
-    """Each synchronising CUDA call torch warned of, as "file:line" of the Python code that made it
-    (not torch's one notice that the debug mode is a prototype)."""
-    return [f"{Path(w.filename).name}:{w.lineno}" for w in seen
-            if "called a synchronizing CUDA operation" in str(w.message)]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("megatron") is None, reason="megatron-core not installed")
@@ -189,3 +214,17 @@ def test_the_loss_returns_its_metrics_on_the_device_in_their_named_order() -> No
     assert values.shape == (len(LOSS_METRICS),) and values.dtype == torch.float32
     assert dict(zip(LOSS_METRICS, values.tolist())) == floats
     assert floats["num_tokens"] == int(batch["response_mask"].sum()) and floats["loss"] == float(loss)
+
+
+def _warn_as_torch_does() -> None:
+    """Stands in for HostTraffic's frame: torch's sync warnings point at the innermost Python frame."""
+    warnings.warn("called a synchronizing CUDA operation", UserWarning)
+
+
+def test_the_sync_log_names_the_code_that_made_the_call_not_the_warnings_frame() -> None:
+    caller = {"warn": _warn_as_torch_does}
+    exec(compile("\n\ndef copy_back():\n    warn()\n", "backend.py", "exec"), caller)
+    with SyncLog() as syncs:
+        caller["copy_back"]()
+        warnings.warn("CUDA sync debug mode is a prototype", UserWarning)  # not a sync: not logged
+    assert syncs == ["backend.py:4"]

@@ -18,12 +18,14 @@ be imported without it.
 """
 
 
-def __getattr__(name: str):
-    """`hf_config_of` (rl.models.qwen3_5.text_config) stays importable from the package: the
-    training anchor script, staged from outside this repository, imports it from here. Loaded on
-    first use, so that importing the package still imports nothing."""
-    if name == "hf_config_of":
-        from rl.models.qwen3_5 import text_config
+def hf_config_of(model, vocab_size: int):
+    """rl.models.hf_configs.text_config for a caller outside this repository: the training anchor
+    script (staged by bench/stage_gpu.sh) imports it from here and passes the recipe's `model`
+    section as a plain mapping ({"family": ..., "config": {...}}), so a mapping is made a
+    `ModelConfig` first. Imported on call, so that importing the package still imports nothing."""
+    from collections.abc import Mapping
 
-        return text_config
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rl.config import ModelConfig
+    from rl.models.hf_configs import text_config
+
+    return text_config(ModelConfig(**model) if isinstance(model, Mapping) else model, vocab_size)
