@@ -51,17 +51,19 @@ def masked_mean(
 ) -> torch.Tensor:
     """`sum(mask * values) / N`, N = `num_tokens` or `mask.sum()`; 0 when nothing is masked in.
 
-    Token counts are whole numbers, so N is clamped to at least 1 (no host sync, no 0/0).
+    Token counts are whole numbers, so N is clamped to at least 1 (no host sync, no 0/0). A given
+    N is filled in on the device (`torch.full`: a kernel argument), not copied there: made a tensor
+    from the host it was a blocking copy in every call, eight a micro-batch in the loss
+    (tests/rl/test_train_step_no_sync.py); dividing by the Python number itself would multiply
+    by its reciprocal on a GPU, a last bit away from the division.
     Masked-out positions are zeroed before the product, so an inf or NaN in padding cannot
     poison the sum.
     """
     mask = mask.to(values.dtype)
     total = (torch.where(mask != 0, values, torch.zeros_like(values)) * mask).sum()
     if num_tokens is None:
-        denom = mask.sum()
-    else:
-        denom = torch.as_tensor(num_tokens, dtype=values.dtype, device=values.device)
-    return total / denom.clamp(min=1)
+        return total / mask.sum().clamp(min=1)
+    return total / torch.full((), max(num_tokens, 1), dtype=values.dtype, device=values.device)
 
 
 def gen_kl_error(

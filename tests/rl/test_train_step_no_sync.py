@@ -32,6 +32,8 @@ OPT = OptimizerConfig(lr=1e-2, weight_decay=0.0, betas=[0.9, 0.999], eps=1e-8, g
 RL = Path(importlib.util.find_spec("rl").origin).resolve().parent
 WARNINGS_PY = Path(warnings.__file__).resolve()
 READS = {"cpu", "cuda", "item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__", "nonzero"}
+# a tensor moved, or a host value made a tensor, on a named device: a copy from the host on a GPU
+COPIES = {"to", "as_tensor", "tensor"}
 
 
 class HostTraffic(TorchFunctionMode):
@@ -46,7 +48,7 @@ class HostTraffic(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
-        if self.on and (name in READS or (name == "to" and _names_a_device(args[1:], kwargs))):
+        if self.on and (name in READS or (name in COPIES and _names_a_device(args[1:], kwargs))):
             self.calls.append((name, _caller()))
         return func(*args, **kwargs)
 
