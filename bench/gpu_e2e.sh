@@ -36,12 +36,12 @@ PY
 cat "$DEST/machine.json"
 
 echo "== smoke suite, the engine's GPU tests beside it"
-( timeout 300 python3 -m pytest -q -p no:cacheprovider tests/rl/test_train_step_no_sync.py tests/rl/test_kernel_trace.py \
+( timeout 300 python3 -m pytest -q -p no:cacheprovider --durations=8 tests/rl/test_train_step_no_sync.py tests/rl/test_kernel_trace.py \
     > "$DEST/gpu_tests.log" 2>&1; echo "gpu tests: exit $?" >> "$DEST/gpu_tests.log" ) &
 tests=$!
 bash bench/gpu_smoke.sh || { echo "gpu_e2e: the smoke suite failed; no throughput run" >&2; kill $tests; exit 1; }
 wait $tests
-tail -4 "$DEST/gpu_tests.log"
+tail -14 "$DEST/gpu_tests.log"  # the summary and the slowest tests (they share the smoke's minutes)
 
 STEPS=${E2E_STEPS:-6}
 run() {  # run NAME RECIPE LIMIT_S [OVERRIDE...]: the run, NVML's utilization sampled beside it into DEST/NAME_gpu_util.csv
